@@ -1,0 +1,503 @@
+"""``DoorClient``: the typed async client of the Door DKS node-pool API.
+
+Every answer is parsed into the ``models`` contract; every refusal becomes a class of the
+``errors`` tree. Reads and keyed mutations are retried on connection failures and 5xx with the
+policy in ``_constants``; a mutation without an idempotency key is never sent twice: after an
+ambiguous failure the client reads the cluster back to learn whether the change took effect.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, Self, TypeVar
+from urllib.parse import quote
+
+import anyio
+import httpx2
+from pydantic import BaseModel, ValidationError
+
+from backend_client import rules
+from backend_client._constants import (
+    API_PREFIX,
+    DEFAULT_FRESH_TIMEOUT,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_OPERATION_TIMEOUT,
+    DEFAULT_POLL_INTERVAL,
+    DEFAULT_TIMEOUT,
+    IDEMPOTENCY_HEADER,
+    USER_AGENT,
+)
+from backend_client._retry import (
+    fresh_poll_delay,
+    is_ambiguous,
+    is_retryable,
+    replay_safe,
+    retry_delay,
+    server_time,
+)
+from backend_client.errors import (
+    DoorConnectionError,
+    DoorError,
+    DoorResponseError,
+    DoorStatusError,
+    DoorTimeoutError,
+    NotFound,
+    OperationFailed,
+    OperationNotFound,
+    OperationTimeout,
+    OutcomeUnknown,
+    make_status_error,
+)
+from backend_client.models import (
+    Cluster,
+    ClusterList,
+    ClusterState,
+    MachineTierList,
+    NodeDeletePending,
+    NodeList,
+    NodePoolList,
+    Operation,
+    Problem,
+    PublicNodePoolCreateRequest,
+    PublicNodePoolPatchRequest,
+)
+
+__all__ = ["DoorClient"]
+
+log = logging.getLogger("backend_client")
+
+M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
+
+Sleep = Callable[[float], Awaitable[None]]
+ProgressCallback = Callable[[ClusterState], Awaitable[None] | None]
+
+# Failures that happen before the request leaves the client: nothing can have changed.
+_NOT_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout, httpx2.UnsupportedProtocol)
+
+
+class _Secret:
+    """Holds the token so that no repr, log line or traceback local shows it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "'[secret]'"
+
+
+def _segment(value: str) -> str:
+    """A path segment, escaped so a name can never reach another route."""
+    return quote(value, safe="")
+
+
+class DoorClient:
+    """The Door DKS public API (``/v1/public``), typed and async.
+
+    ``base_url`` is the API host (``https://dks-api.apps.door.cloud``), with or without
+    ``/v1/public``. ``token`` is sent only as ``Authorization: Bearer``. Pass ``http_client`` (left
+    open on ``aclose``) or ``transport`` to reach an app in-process; ``sleep`` is awaited for every
+    wait (retries, freshness polling, operation polling) so tests can make time pass without waiting.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        http_client: httpx2.AsyncClient | None = None,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        sleep: Sleep = anyio.sleep,
+    ) -> None:
+        if not token:
+            raise ValueError("a Door token is required")
+        if http_client is not None and transport is not None:
+            raise ValueError("pass either http_client or transport, not both")
+        if max_retries < 0:
+            raise ValueError("max_retries must be ≥ 0")
+        base = base_url.rstrip("/")
+        self.base_url = base if base.endswith(API_PREFIX) else base + API_PREFIX
+        self._token = _Secret(token)
+        self._timeout = timeout
+        self.max_retries = max_retries
+        self._sleep = sleep
+        self._rng = random.Random()
+        self._owns_client = http_client is None
+        self._http = http_client or httpx2.AsyncClient(transport=transport, timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"DoorClient(base_url={self.base_url!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this instance made it (an injected one is left to its owner)."""
+        if self._owns_client:
+            await self._http.aclose()
+
+    # --- catalog and clusters ---------------------------------------------------------------------
+
+    async def list_machine_tiers(self) -> MachineTierList:
+        """``GET /machine-tiers``: the sizes a pool may have."""
+        return await self._get("/machine-tiers", MachineTierList)
+
+    async def list_clusters(self, name: str | None = None) -> ClusterList:
+        """``GET /clusters``: the clusters of the caller's organisation, optionally one exact name."""
+        params = {"name": name} if name is not None else None
+        return await self._get("/clusters", ClusterList, params=params)
+
+    async def resolve_cluster(self, name_or_id: str) -> Cluster:
+        """The cluster with that id, else the one with that name; ``NotFound`` when there is none."""
+        try:
+            return await self.get_cluster(name_or_id)
+        except NotFound:
+            pass
+        matches = [c for c in (await self.list_clusters(name=name_or_id)).items if c.name == name_or_id]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            ids = ", ".join(c.id for c in matches)
+            raise DoorError(f"Several clusters are named {name_or_id!r} ({ids}); use the cluster id.")
+        raise NotFound(
+            status_code=404,
+            problem=Problem(
+                type="https://door.test/problems/R-AUTH-04",
+                title="Not Found",
+                status=404,
+                detail=f"no cluster of yours has the id or name {name_or_id!r}",
+                rule="R-AUTH-04",
+            ),
+            method="GET",
+            url=f"{self.base_url}/clusters",
+        )
+
+    async def get_cluster(self, cluster_id: str) -> Cluster:
+        """``GET /clusters/{id}``: the cluster with its pools and capacity totals (R-POOL-03)."""
+        return await self._get(f"/clusters/{_segment(cluster_id)}", Cluster)
+
+    async def get_cluster_state(self, cluster_id: str) -> ClusterState:
+        """``GET /clusters/{id}/state``: the phase and the operations, newest first (R-OP-03)."""
+        return await self._get(f"/clusters/{_segment(cluster_id)}/state", ClusterState)
+
+    # --- pools ------------------------------------------------------------------------------------
+
+    async def list_node_pools(self, cluster_id: str) -> NodePoolList:
+        """``GET /clusters/{id}/node-pools`` (R-POOL-01)."""
+        return await self._get(f"/clusters/{_segment(cluster_id)}/node-pools", NodePoolList)
+
+    async def add_node_pool(
+        self, cluster_id: str, request: PublicNodePoolCreateRequest, *, idempotency_key: str | None = None
+    ) -> Cluster:
+        """``POST /clusters/{id}/node-pools`` → the cluster with the new pool (R-ADD-*)."""
+
+        async def took_effect() -> Cluster | None:
+            cluster = await self.get_cluster(cluster_id)
+            pool = cluster.pool(request.name)
+            return cluster if pool is not None and pool.size == request.size else None
+
+        return await self._mutate(
+            "POST",
+            f"/clusters/{_segment(cluster_id)}/node-pools",
+            Cluster,
+            body=request.body(),
+            idempotency_key=idempotency_key,
+            took_effect=took_effect,
+        )
+
+    async def update_node_pool(
+        self,
+        cluster_id: str,
+        pool_name: str,
+        patch: PublicNodePoolPatchRequest,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Cluster:
+        """``PATCH /clusters/{id}/node-pools/{name}`` with exactly the fields set on ``patch`` (R-PATCH-*)."""
+
+        async def took_effect() -> Cluster | None:
+            cluster = await self.get_cluster(cluster_id)
+            pool = cluster.pool(pool_name)
+            # The patch is already in force when applying it again would change nothing.
+            return cluster if pool is not None and rules.merge_patch(pool, patch) == pool else None
+
+        return await self._mutate(
+            "PATCH",
+            f"/clusters/{_segment(cluster_id)}/node-pools/{_segment(pool_name)}",
+            Cluster,
+            body=patch.body(),
+            idempotency_key=idempotency_key,
+            took_effect=took_effect,
+        )
+
+    async def remove_node_pool(self, cluster_id: str, pool_name: str, *, idempotency_key: str | None = None) -> Cluster:
+        """``DELETE /clusters/{id}/node-pools/{name}`` → the cluster, the pool now ``deleting`` (R-DEL-*)."""
+
+        async def took_effect() -> Cluster | None:
+            cluster = await self.get_cluster(cluster_id)
+            return cluster if cluster.pool(pool_name) is None else None
+
+        return await self._mutate(
+            "DELETE",
+            f"/clusters/{_segment(cluster_id)}/node-pools/{_segment(pool_name)}",
+            Cluster,
+            body=None,
+            idempotency_key=idempotency_key,
+            took_effect=took_effect,
+        )
+
+    # --- nodes ------------------------------------------------------------------------------------
+
+    async def list_nodes(
+        self,
+        cluster_id: str,
+        pool: str | None = None,
+        *,
+        fresh: bool = False,
+        fresh_timeout: float = DEFAULT_FRESH_TIMEOUT,
+    ) -> NodeList:
+        """The cluster's workers, or one pool's (R-NODE-01..06).
+
+        With ``fresh=True`` a cold or stale snapshot is read again after its ``next_refresh_at``
+        (measured on the server's clock, bounded by ``FRESH_POLL_MIN``/``FRESH_POLL_MAX``) until it
+        is fresh; after ``fresh_timeout`` seconds the last snapshot is returned as it is, its
+        ``cold``/``stale`` flags telling the caller it may be out of date.
+        """
+        path = f"/clusters/{_segment(cluster_id)}"
+        path += f"/node-pools/{_segment(pool)}/nodes" if pool is not None else "/nodes"
+        started = anyio.current_time()
+        waited = 0.0
+        while True:
+            response = await self._request("GET", path)
+            nodes = self._parse(response, NodeList)
+            if not fresh or nodes.fresh:
+                return nodes
+            remaining = fresh_timeout - max(waited, anyio.current_time() - started)
+            if remaining <= 0:
+                return nodes
+            delay = min(fresh_poll_delay(nodes.next_refresh_at, server_time(response.headers.get("date"))), remaining)
+            await self._sleep(delay)
+            waited += delay
+
+    async def replace_node(
+        self, cluster_id: str, node_name: str, *, idempotency_key: str | None = None
+    ) -> NodeDeletePending:
+        """``DELETE /clusters/{id}/nodes/{name}``: Door replaces the worker, the pool keeps its count (R-RNODE-*)."""
+
+        async def took_effect() -> NodeDeletePending | None:
+            state = await self.get_cluster_state(cluster_id)
+            if any(op.kind == "node.replace" and op.target == node_name for op in state.operations):
+                return NodeDeletePending(cluster_id=cluster_id, node_name=node_name)
+            return None
+
+        return await self._mutate(
+            "DELETE",
+            f"/clusters/{_segment(cluster_id)}/nodes/{_segment(node_name)}",
+            NodeDeletePending,
+            body=None,
+            idempotency_key=idempotency_key,
+            took_effect=took_effect,
+        )
+
+    # --- operations -------------------------------------------------------------------------------
+
+    async def wait_for_operation(
+        self,
+        cluster_id: str,
+        *,
+        operation_id: str | None = None,
+        target: str | None = None,
+        timeout: float = DEFAULT_OPERATION_TIMEOUT,  # noqa: ASYNC109 (the contract's name; time may be simulated)
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        on_progress: ProgressCallback | None = None,
+    ) -> Operation:
+        """Follow one operation in ``GET …/state`` until it finishes, and return it.
+
+        The operation is the one with ``operation_id``, else the newest on ``target`` (a pool or node
+        name), else the newest running one (else the newest). ``on_progress`` gets every state read.
+        Raises ``OperationFailed`` (with Door's error), ``OperationTimeout`` after ``timeout``
+        seconds, or ``OperationNotFound``.
+        """
+        started = anyio.current_time()
+        waited = 0.0
+        while True:
+            state = await self.get_cluster_state(cluster_id)
+            operation = _pick_operation(state, operation_id, target)
+            if operation is None:
+                wanted = operation_id or target
+                what = f"matching {wanted!r}" if wanted else "at all"
+                raise OperationNotFound(f"Cluster {cluster_id} has no operation {what}; nothing to wait for.")
+            operation_id = operation.id  # follow this one, even if a newer one starts on the target
+            if on_progress is not None:
+                result = on_progress(state)
+                if inspect.isawaitable(result):
+                    await result
+            if operation.status == "succeeded":
+                return operation
+            if operation.status == "failed":
+                raise OperationFailed(operation)
+            remaining = timeout - max(waited, anyio.current_time() - started)
+            if remaining <= 0:
+                raise OperationTimeout(operation, timeout)
+            delay = min(poll_interval, remaining)
+            await self._sleep(delay)
+            waited += delay
+
+    # --- plumbing ---------------------------------------------------------------------------------
+
+    def _headers(self, idempotency_key: str | None) -> dict[str, str]:
+        headers = {
+            "Authorization": f"Bearer {self._token.value}",
+            "Accept": "application/json, application/problem+json",
+            "User-Agent": USER_AGENT,
+        }
+        if idempotency_key is not None:
+            headers[IDEMPOTENCY_HEADER] = idempotency_key
+        return headers
+
+    async def _send_once(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: dict[str, Any] | None,
+        params: dict[str, str] | None,
+        idempotency_key: str | None,
+    ) -> httpx2.Response:
+        try:
+            response = await self._http.request(
+                method,
+                url,
+                json=body,
+                params=params,
+                headers=self._headers(idempotency_key),
+                timeout=self._timeout,
+            )
+        except httpx2.TimeoutException as exc:
+            raise DoorTimeoutError(
+                method, url, request_sent=not isinstance(exc, _NOT_SENT), reason=type(exc).__name__
+            ) from exc
+        except httpx2.TransportError as exc:
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise DoorConnectionError(method, url, request_sent=not isinstance(exc, _NOT_SENT), reason=reason) from exc
+        if response.is_success:
+            return response
+        raise make_status_error(response, redact=(self._token.value,))
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: dict[str, Any] | None = None,
+        params: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
+    ) -> httpx2.Response:
+        """One call, retried per the policy when it is replay-safe; raises the last error otherwise."""
+        url = self.base_url + path
+        may_retry = replay_safe(method, idempotency_key)
+        attempt = 0
+        while True:
+            try:
+                return await self._send_once(method, url, body=body, params=params, idempotency_key=idempotency_key)
+            except DoorError as error:
+                if not (may_retry and attempt < self.max_retries and is_retryable(error)):
+                    raise
+                retry_after = error.retry_after if isinstance(error, DoorStatusError) else None
+                delay = retry_delay(attempt, retry_after, rng=self._rng)
+                log.info(
+                    "retrying %s %s in %.2f s (attempt %d of %d): %s",
+                    method,
+                    url,
+                    delay,
+                    attempt + 1,
+                    self.max_retries,
+                    type(error).__name__,
+                )
+                await self._sleep(delay)
+                attempt += 1
+
+    async def _get(self, path: str, model: type[M], *, params: dict[str, str] | None = None) -> M:
+        return self._parse(await self._request("GET", path, params=params), model)
+
+    async def _mutate(
+        self,
+        method: str,
+        path: str,
+        model: type[M],
+        *,
+        body: dict[str, Any] | None,
+        idempotency_key: str | None,
+        took_effect: Callable[[], Awaitable[M | None]],
+    ) -> M:
+        """A mutation; without a key, an ambiguous failure is settled by ``took_effect`` reading the state."""
+        try:
+            response = await self._request(method, path, body=body, idempotency_key=idempotency_key)
+        except DoorError as error:
+            if idempotency_key is not None or not is_ambiguous(error):
+                raise
+            return await self._settle(method, path, error, took_effect)
+        return self._parse(response, model)
+
+    async def _settle(
+        self, method: str, path: str, error: DoorError, took_effect: Callable[[], Awaitable[R | None]]
+    ) -> R:
+        what = f"{method} {self.base_url}{path}"
+        log.info("%s failed ambiguously (%s); reading the cluster back", what, type(error).__name__)
+        try:
+            result = await took_effect()
+        except DoorError as read_error:
+            raise OutcomeUnknown(
+                f"{what} failed ({error}) and reading the cluster back failed too ({read_error}). "
+                "It is unknown whether the change happened: read the cluster before trying again, "
+                "or retry with an idempotency key.",
+                cause=error,
+            ) from error
+        if result is not None:
+            log.info("%s took effect despite the failed answer", what)
+            return result
+        if isinstance(error, DoorStatusError):
+            # Door finished with the request and answered; the state shows no change.
+            error.message += " Reading the cluster back shows the change was not applied; it is safe to try again."
+            error.args = (error.message,)
+            raise error
+        raise OutcomeUnknown(
+            f"{what} failed ({error}). The cluster does not show the change yet, but Door may still be "
+            "processing it, so it is unknown whether it happened: read the cluster again before retrying, "
+            "or retry with an idempotency key.",
+            cause=error,
+        ) from error
+
+    @staticmethod
+    def _parse(response: httpx2.Response, model: type[M]) -> M:
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError as exc:
+            request = response.request
+            raise DoorResponseError(
+                f"Door answered {request.method} {request.url.copy_with(query=None)} with {response.status_code}, "
+                f"but the body is not a {model.__name__} ({exc.error_count()} problem(s), first: "
+                f"{exc.errors()[0]['msg']}). The API may have changed; upgrade the client."
+            ) from exc
+
+
+def _pick_operation(state: ClusterState, operation_id: str | None, target: str | None) -> Operation | None:
+    operations = state.operations  # newest first (R-OP-03)
+    if operation_id is not None:
+        return next((op for op in operations if op.id == operation_id), None)
+    if target is not None:
+        return next((op for op in operations if op.target == target), None)
+    return next((op for op in operations if op.status == "running"), operations[0] if operations else None)
