@@ -1,1 +1,45 @@
-"""confirmation_cards."""
+"""Confirmation cards: a human approves one exact Door request before it is sent.
+
+Planners read the target and preflight with ``backend_client.rules`` to make a ``Card``; the
+``CardStore`` keeps it; ``ApprovalService.approve`` is the only path from a card to the backend
+(consume once, re-check the target, execute with the card id as ``Idempotency-Key``, audit).
+"""
+
+from confirmation_cards.approval import ApprovalService
+from confirmation_cards.door import DoorApi
+from confirmation_cards.errors import CardNotFound, PreflightError
+from confirmation_cards.models import (
+    Action,
+    AuditEvent,
+    Card,
+    CardResult,
+    CardStatus,
+    CardWarning,
+    FieldChange,
+    request_digest,
+)
+from confirmation_cards.planner import DEFAULT_TTL, Planner
+from confirmation_cards.render import render_markdown, render_text, safe_text
+from confirmation_cards.store import CardStore, SqliteCardStore
+
+__all__ = [
+    "DEFAULT_TTL",
+    "Action",
+    "ApprovalService",
+    "AuditEvent",
+    "Card",
+    "CardNotFound",
+    "CardResult",
+    "CardStatus",
+    "CardStore",
+    "CardWarning",
+    "DoorApi",
+    "FieldChange",
+    "Planner",
+    "PreflightError",
+    "SqliteCardStore",
+    "render_markdown",
+    "render_text",
+    "request_digest",
+    "safe_text",
+]

@@ -1,0 +1,128 @@
+"""The confirmation card and its parts: everything a human sees before approving one backend call.
+
+A card binds an approval to one exact request (method, path, JSON body and their digest) and to the
+state of its target when it was planned (a fingerprint), so that approving it can execute nothing
+else (DESIGN.md "Approval: what must hold", 2 and 5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+from backend_client.models import Capacity
+
+Action = Literal["add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool", "replace_node"]
+Method = Literal["POST", "PATCH", "DELETE"]
+AuditKind = Literal["created", "approved", "declined", "expired", "executed", "failed", "stale"]
+
+REQUIRED_ROLE: Literal["super_admin"] = "super_admin"  # R-AUTH-03: every mutation needs it
+
+
+class CardStatus(StrEnum):
+    """``pending`` is the only state an approval can leave; every other state is final but ``executing``."""
+
+    PENDING = "pending"
+    EXECUTING = "executing"
+    EXECUTED = "executed"
+    FAILED = "failed"
+    DECLINED = "declined"
+    EXPIRED = "expired"
+    STALE = "stale"
+
+
+class _Own(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FieldChange(_Own):
+    """One field of the target before and after; ``None`` on a side means absent."""
+
+    field: str
+    before: JsonValue
+    after: JsonValue
+
+
+class CardWarning(_Own):
+    """Something a careful operator would want to know before approving."""
+
+    code: str
+    message: str
+    rule: str | None = None
+
+
+class CardResult(_Own):
+    """What happened when the card was approved (or why nothing happened)."""
+
+    status_code: int | None = None
+    operation_id: str | None = None
+    message: str
+    rule: str | None = None
+    request_id: str | None = None
+
+
+class Card(_Own):
+    """One planned mutation awaiting a human decision. Never holds a token."""
+
+    id: str
+    action: Action
+    cluster_id: str
+    cluster_name: str
+    target: str
+    method: Method
+    path: str
+    body: dict[str, JsonValue]
+    body_digest: str
+    diff: tuple[FieldChange, ...]
+    capacity_before: Capacity
+    capacity_after: Capacity
+    price_before: float
+    price_after: float
+    price_change: float
+    credit_needed: float | None = None
+    warnings: tuple[CardWarning, ...] = ()
+    rules: tuple[str, ...] = ()
+    required_role: Literal["super_admin"] = REQUIRED_ROLE
+    target_snapshot: dict[str, JsonValue]
+    target_fingerprint: str
+    created_at: datetime
+    expires_at: datetime
+    status: CardStatus = CardStatus.PENDING
+    result: CardResult | None = None
+    approved_by: str | None = None
+    approved_at: datetime | None = None
+    declined_by: str | None = None
+    decided_at: datetime | None = None
+
+
+class AuditEvent(_Own):
+    """One append-only row of a card's history: who did what, when, and what Door answered."""
+
+    seq: int
+    card_id: str
+    at: datetime
+    event: AuditKind
+    by: str | None = None
+    status_code: int | None = None
+    operation_id: str | None = None
+    rule: str | None = None
+    detail: str = ""
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: the form every digest here is taken over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+def request_digest(method: str, path: str, body: dict[str, Any]) -> str:
+    """The digest an approval is bound to: method, path and body together (DESIGN.md property 2)."""
+    return sha256({"method": method, "path": path, "body": body})

@@ -1,0 +1,595 @@
+"""One planner per action: read the target, preflight with ``backend_client.rules``, build a card.
+
+A planner never changes anything. It refuses (``PreflightError``) a request Door would refuse, in
+Door's documented order of checks (docs/contracts.md), so the person hears the same rule Door would
+name, without a card to approve. Every rule comes from ``backend_client.rules``; none is
+re-implemented here.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from pydantic import JsonValue, ValidationError
+
+from backend_client import rules
+from backend_client.errors import DoorStatusError, Forbidden, Unauthorized
+from backend_client.models import (
+    PATCHABLE_FIELDS,
+    Cluster,
+    MachineTier,
+    NodeList,
+    NodePool,
+    PublicNodePoolCreateRequest,
+    PublicNodePoolPatchRequest,
+)
+from backend_client.rules import Violation
+from confirmation_cards.door import DoorApi
+from confirmation_cards.errors import NOT_A_BACKEND_REFUSAL, PreflightError
+from confirmation_cards.models import (
+    Action,
+    Card,
+    CardWarning,
+    FieldChange,
+    Method,
+    request_digest,
+)
+from confirmation_cards.targets import DRAINING, fingerprint, node_snapshot, pool_snapshot
+
+T = TypeVar("T")
+
+DEFAULT_TTL = timedelta(minutes=10)  # DESIGN.md property 4
+API_PREFIX = "/v1/public"
+# The role probe patches this pool name with an empty body. Door checks the role (403, R-AUTH-03)
+# before the body (422, R-PATCH-02) and both come before it looks the pool up, so the name never
+# matters and nothing changes either way.
+PROBE_POOL = "maya-role-probe"
+
+SCALE_FIELDS = frozenset({"count", "auto_scale", "min_nodes", "max_nodes"})
+LABEL_FIELDS = frozenset({"labels", "tags"})
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_card_id() -> str:
+    """An unguessable id: knowing one card's id tells nothing about another's."""
+    return "card_" + secrets.token_urlsafe(12)
+
+
+def _refuse(violations: Iterable[Violation | None]) -> None:
+    for violation in violations:
+        if violation is not None:
+            raise PreflightError(violation)
+
+
+def _refusal_from(error: DoorStatusError) -> PreflightError:
+    """A read Door refused (403 non-member, 404 unknown cluster, …) as a preflight refusal."""
+    field = error.problem.errors[0].field if error.problem.errors else None
+    message = (error.problem.detail or error.problem.title).rstrip(".")
+    return PreflightError(
+        Violation(error.rule or f"HTTP-{error.status_code}", error.status_code, field, message, error.advice())
+    )
+
+
+def _path(cluster_id: str, *rest: str) -> str:
+    # Quoted exactly as the client quotes path segments, so the card shows the URL that is sent.
+    return "/".join([API_PREFIX, "clusters", quote(cluster_id, safe=""), *(quote(p, safe="") for p in rest)])
+
+
+def _pool_view(pool: NodePool | None, names: Iterable[str]) -> dict[str, JsonValue]:
+    if pool is None:
+        return dict.fromkeys(names)
+    data = pool.model_dump(mode="json")
+    return {name: data[name] for name in names}
+
+
+def _diff(before: NodePool | None, after: NodePool | None, names: Iterable[str]) -> tuple[FieldChange, ...]:
+    names = tuple(names)
+    old, new = _pool_view(before, names), _pool_view(after, names)
+    return tuple(FieldChange(field=n, before=old[n], after=new[n]) for n in names if old[n] != new[n])
+
+
+def _replace(pools: list[NodePool], name: str, new: NodePool | None) -> list[NodePool]:
+    """The alive pools with ``name`` swapped for ``new`` (or removed when ``new`` is None)."""
+    kept = [p for p in pools if not (p.name == name and p.lifecycle == "active")]
+    return [*kept, new] if new is not None else kept
+
+
+class Planner:
+    """Builds unsaved cards through one DoorClient (the requester's token).
+
+    Every method raises ``PreflightError`` when Door would refuse the request (or it would change
+    nothing) and lets the client's connection errors (``DoorConnectionError``) through.
+    """
+
+    def __init__(self, door: DoorApi, *, clock: Callable[[], datetime] = utc_now, ttl: timedelta = DEFAULT_TTL) -> None:
+        self._door = door
+        self._clock = clock
+        self._ttl = ttl
+
+    # --- actions -----------------------------------------------------------------------------
+
+    async def add_node_pool(self, cluster: str, request: PublicNodePoolCreateRequest) -> Card:
+        """A card for ``POST …/node-pools`` (R-ADD-*)."""
+        found = await self._cluster(cluster)
+        await self._require_super_admin(found)
+        _refuse(rules.create_shape_violations(request))
+        catalog = await self._catalog()
+        _refuse([rules.tier_violation(request.size, catalog), rules.phase_violation(found.phase)])
+        new = rules.pool_from_create(request, catalog[request.size], pool_id="(new)")
+        _refuse(rules.pool_violations(new, add=True))
+        if found.pool(request.name) is not None:
+            _refuse(
+                [
+                    Violation(
+                        "R-ADD-02",
+                        409,
+                        "name",
+                        f"a pool named {request.name!r} already exists on {found.name}",
+                        "Choose another name, or change the existing pool instead.",
+                    )
+                ]
+            )
+        after = [*found.node_pools, new]
+        warnings: list[CardWarning] = []
+        if new.labels or new.tags:
+            warnings.append(_labels_warning())
+        if new.auto_scale and new.min_nodes is not None and new.min_nodes < new.count:
+            warnings.append(_autoscale_warning(new))
+        fields = ("size", "count", "auto_scale", "min_nodes", "max_nodes", "labels", "tags", "root_volume_size_gib")
+        rule_ids = ["R-AUTH-03", "R-PHASE-01", "R-ADD-01", "R-ADD-02", "R-ADD-03", "R-ADD-09", "R-ADD-10"]
+        if new.auto_scale or new.count == 0:
+            rule_ids += ["R-ADD-05", "R-ADD-06"]
+        return self._card(
+            action="add_node_pool",
+            cluster=found,
+            target=request.name,
+            method="POST",
+            path=_path(found.id, "node-pools"),
+            body=request.body(),
+            diff=_diff(None, new, fields),
+            before=found.node_pools,
+            after=after,
+            catalog=catalog,
+            warnings=warnings,
+            rule_ids=rule_ids,
+            snapshot=pool_snapshot(found, request.name),
+        )
+
+    async def scale_node_pool(
+        self, cluster: str, pool: str, patch: PublicNodePoolPatchRequest | Mapping[str, Any]
+    ) -> Card:
+        """A card for ``PATCH …/node-pools/{pool}`` changing count and autoscaling (R-PATCH-*)."""
+        return await self._patch_card("scale_node_pool", cluster, pool, patch, SCALE_FIELDS)
+
+    async def relabel_node_pool(
+        self, cluster: str, pool: str, patch: PublicNodePoolPatchRequest | Mapping[str, Any]
+    ) -> Card:
+        """A card for ``PATCH …/node-pools/{pool}`` changing labels and tags only (R-PATCH-03, R-POOL-05)."""
+        return await self._patch_card("relabel_node_pool", cluster, pool, patch, LABEL_FIELDS)
+
+    async def remove_node_pool(self, cluster: str, pool: str) -> Card:
+        """A card for ``DELETE …/node-pools/{pool}`` (R-DEL-*)."""
+        found = await self._cluster(cluster)
+        await self._require_super_admin(found)
+        _refuse([rules.phase_violation(found.phase)])
+        current = self._alive_pool(found, pool, rule="R-DEL-03")
+        await self._require_pool_idle(found, pool)
+        alive = [p for p in found.node_pools if p.lifecycle == "active"]
+        if len(alive) <= 1:
+            _refuse(
+                [
+                    Violation(
+                        "R-DEL-01",
+                        409,
+                        None,
+                        f"{pool!r} is the last pool of {found.name}",
+                        "Add a replacement pool first, wait until it is up, then delete this one.",
+                    )
+                ]
+            )
+        catalog = await self._catalog()
+        warnings = [await self._drain_warning(found, current)]
+        return self._card(
+            action="remove_node_pool",
+            cluster=found,
+            target=pool,
+            method="DELETE",
+            path=_path(found.id, "node-pools", pool),
+            body={},
+            diff=(
+                *_diff(current, None, ("size", "count", "auto_scale", "min_nodes", "max_nodes")),
+                FieldChange(field="lifecycle", before="active", after="deleting"),
+            ),
+            before=found.node_pools,
+            after=_replace(found.node_pools, pool, None),
+            catalog=catalog,
+            warnings=warnings,
+            rule_ids=["R-AUTH-03", "R-PHASE-01", "R-OP-01", "R-DEL-01", "R-DEL-02", "R-DEL-03"],
+            snapshot=pool_snapshot(found, pool),
+        )
+
+    async def replace_node(self, cluster: str, node_name: str) -> Card:
+        """A card for ``DELETE …/nodes/{node_name}``: the worker is replaced, the pool keeps its count (R-RNODE-*)."""
+        found = await self._cluster(cluster)
+        await self._require_super_admin(found)
+        _refuse([rules.node_name_violation(node_name), rules.phase_violation(found.phase)])
+        state = await self._read(self._door.get_cluster_state(found.id))
+        in_flight = any(
+            op.status == "running" and op.kind == "node.replace" and op.target == node_name for op in state.operations
+        )
+        nodes = await self._read(self._door.list_nodes(found.id))
+        node = next((n for n in nodes.items if n.name == node_name), None)
+        if in_flight or (node is not None and node.status == "Deleting"):
+            _refuse(
+                [
+                    Violation(
+                        "R-RNODE-05",
+                        409,
+                        "node_name",
+                        f"node {node_name!r} is already being replaced",
+                        "Wait for the running replacement (list_nodes shows the new worker), not another one.",
+                    )
+                ]
+            )
+        warnings: list[CardWarning] = []
+        pool_name = node.pool if node is not None else None
+        if node is None:
+            warnings.append(_unlisted_node_warning(node_name, nodes))
+        else:
+            warnings.append(
+                CardWarning(
+                    code="node_drained",
+                    message=f"node {node_name} is drained and deleted; its workloads are rescheduled, and "
+                    f"Door adds a new worker with a new name so pool {pool_name} keeps its count",
+                    rule="R-RNODE-02",
+                )
+            )
+            ready = [
+                n
+                for n in nodes.items
+                if n.pool == pool_name and n.pool is not None and n.ready and n.status not in DRAINING
+            ]
+            if node.ready and [n.name for n in ready] == [node_name]:
+                warnings.append(
+                    CardWarning(
+                        code="last_ready_node",
+                        message=f"node {node_name} is the last Ready node of pool {pool_name}: until its "
+                        "replacement is Ready the pool runs no workloads",
+                        rule="R-RNODE-02",
+                    )
+                )
+        catalog = await self._catalog()
+        diff = (
+            FieldChange(
+                field="node",
+                before={"name": node_name, "status": node.status if node is not None else "unlisted"},
+                after={"name": node_name, "status": "Deleting"},
+            ),
+        )
+        return self._card(
+            action="replace_node",
+            cluster=found,
+            target=node_name,
+            method="DELETE",
+            path=_path(found.id, "nodes", node_name),
+            body={},
+            diff=diff,
+            before=found.node_pools,
+            after=found.node_pools,
+            catalog=catalog,
+            warnings=warnings,
+            rule_ids=["R-AUTH-03", "R-PHASE-01", "R-RNODE-02", "R-RNODE-03", "R-RNODE-04", "R-RNODE-05"],
+            snapshot=node_snapshot(found, state, nodes, node_name),
+        )
+
+    # --- the PATCH planners ------------------------------------------------------------------
+
+    async def _patch_card(
+        self,
+        action: Action,
+        cluster: str,
+        pool: str,
+        patch: PublicNodePoolPatchRequest | Mapping[str, Any],
+        allowed: frozenset[str],
+    ) -> Card:
+        found = await self._cluster(cluster)
+        await self._require_super_admin(found)
+        parsed = _parse_patch(patch)
+        stray = sorted(parsed.sent() - allowed)
+        if stray:
+            other = "relabel_node_pool" if action == "scale_node_pool" else "scale_node_pool"
+            _refuse(
+                [
+                    Violation(
+                        "R-PATCH-01",
+                        NOT_A_BACKEND_REFUSAL,
+                        stray[0],
+                        f"{action} does not change {', '.join(stray)}",
+                        f"Use {other} for {', '.join(stray)}, as a separate card.",
+                    )
+                ]
+            )
+        _refuse(rules.patch_shape_violations(parsed))
+        _refuse([rules.phase_violation(found.phase)])
+        current = self._alive_pool(found, pool, rule="R-PATCH-07")
+        await self._require_pool_idle(found, pool)
+        merged = rules.merge_patch(current, parsed)
+        _refuse(rules.pool_violations(merged, add=False))
+        diff = _diff(current, merged, PATCHABLE_FIELDS)
+        if not diff:
+            _refuse(
+                [
+                    Violation(
+                        "R-PATCH-03",
+                        NOT_A_BACKEND_REFUSAL,
+                        sorted(parsed.sent())[0],
+                        f"nothing would change: pool {pool!r} already has "
+                        + ", ".join(f"{k}={parsed.body()[k]!r}" for k in sorted(parsed.sent())),
+                        "Ask for a value different from the current one.",
+                    )
+                ]
+            )
+        catalog = await self._catalog()
+        warnings: list[CardWarning] = []
+        rule_ids = ["R-AUTH-03", "R-PHASE-01", "R-OP-01", "R-PATCH-03", "R-PATCH-07", "R-PATCH-09"]
+        if action == "scale_node_pool":
+            rule_ids += ["R-PATCH-04", "R-CAP-01"]
+            if parsed.auto_scale and current.auto_scale is False:
+                rule_ids.append("R-PATCH-05")
+            if merged.auto_scale is False and current.auto_scale:
+                rule_ids.append("R-PATCH-06")
+            removed = current.count - merged.count
+            if removed > 0:
+                warnings.append(
+                    CardWarning(
+                        code="scale_down",
+                        message=f"scaling pool {pool} from {current.count} to {merged.count} drains and removes "
+                        f"{removed} worker{'s' if removed != 1 else ''} (newest first); their workloads are "
+                        "rescheduled",
+                    )
+                )
+            if merged.auto_scale and merged.min_nodes is not None and merged.min_nodes < current.count:
+                warnings.append(_autoscale_warning(merged))
+        else:
+            rule_ids.append("R-POOL-05")
+            if merged.labels or merged.tags:
+                warnings.append(_labels_warning())
+        return self._card(
+            action=action,
+            cluster=found,
+            target=pool,
+            method="PATCH",
+            path=_path(found.id, "node-pools", pool),
+            body=parsed.body(),
+            diff=diff,
+            before=found.node_pools,
+            after=_replace(found.node_pools, pool, merged),
+            catalog=catalog,
+            warnings=warnings,
+            rule_ids=rule_ids,
+            snapshot=pool_snapshot(found, pool),
+        )
+
+    # --- reads and checks --------------------------------------------------------------------
+
+    async def _read(self, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except DoorStatusError as error:
+            raise _refusal_from(error) from error
+
+    async def _cluster(self, name_or_id: str) -> Cluster:
+        return await self._read(self._door.resolve_cluster(name_or_id))
+
+    async def _catalog(self) -> dict[str, MachineTier]:
+        tiers = await self._read(self._door.list_machine_tiers())
+        return {tier.id: tier for tier in tiers.items}
+
+    async def _require_super_admin(self, cluster: Cluster) -> None:
+        """R-AUTH-03 without a "who am I" route: an empty PATCH answers 403 to a member, 422 to a super_admin."""
+        try:
+            await self._door.update_node_pool(cluster.id, PROBE_POOL, PublicNodePoolPatchRequest())
+        except Forbidden as error:
+            raise PreflightError(
+                Violation(
+                    "R-AUTH-03",
+                    403,
+                    None,
+                    f"this token may read {cluster.name} but not change it: changes need the super_admin role",
+                    "Ask a super_admin of the organisation to make this change, or use a super_admin token.",
+                )
+            ) from error
+        except Unauthorized as error:
+            raise _refusal_from(error) from error
+        except DoorStatusError as error:
+            if error.status_code == 422:
+                return  # R-PATCH-02: Door got past the role check, so the token is a super_admin.
+            raise _refusal_from(error) from error
+
+    def _alive_pool(self, cluster: Cluster, name: str, *, rule: str) -> NodePool:
+        """R-PATCH-07 / R-DEL-03: the pool must exist and not be deleting (404 otherwise)."""
+        pool = cluster.pool(name)
+        if pool is not None:
+            return pool
+        deleting = any(p.name == name for p in cluster.node_pools)
+        alive = ", ".join(sorted(p.name for p in cluster.node_pools if p.lifecycle == "active")) or "none"
+        raise PreflightError(
+            Violation(
+                rule,
+                404,
+                "pool",
+                f"pool {name!r} is already being deleted" if deleting else f"{cluster.name} has no pool {name!r}",
+                f"Pick one of the pools of {cluster.name}: {alive}.",
+            )
+        )
+
+    async def _require_pool_idle(self, cluster: Cluster, pool: str) -> None:
+        """R-OP-01: one pool operation at a time per pool."""
+        state = await self._read(self._door.get_cluster_state(cluster.id))
+        busy = next(
+            (
+                op
+                for op in state.operations
+                if op.status == "running" and op.kind.startswith("pool.") and (op.target == pool or op.pool == pool)
+            ),
+            None,
+        )
+        if busy is not None:
+            raise PreflightError(
+                Violation(
+                    "R-OP-01",
+                    409,
+                    "pool",
+                    f"pool {pool!r} is busy with operation {busy.id} ({busy.kind}, started {busy.started_at:%H:%M:%S})",
+                    "Wait until that operation finishes (get_cluster_state), then ask again.",
+                )
+            )
+
+    async def _drain_warning(self, cluster: Cluster, pool: NodePool) -> CardWarning:
+        """How many workers a pool delete drains: the node list when it knows, else the declared count."""
+        nodes: NodeList | None
+        try:
+            nodes = await self._door.list_nodes(cluster.id, pool.name)
+        except DoorStatusError:
+            nodes = None
+        if nodes is None or nodes.cold:
+            reason = "is not loaded yet" if nodes is not None else "is unavailable"
+            return CardWarning(
+                code="drains_workers",
+                message=f"removing pool {pool.name} drains and deletes all its workers: {pool.count} by its declared "
+                f"count (the node inventory {reason}, so the running workers could not be counted)",
+                rule="R-DEL-02",
+            )
+        running = [n for n in nodes.items if n.pool == pool.name and n.status not in DRAINING]
+        n = len(running)
+        return CardWarning(
+            code="drains_workers",
+            message=f"removing pool {pool.name} drains and deletes {n} running worker{'s' if n != 1 else ''}; "
+            "their workloads must fit on the other pools",
+            rule="R-DEL-02",
+        )
+
+    # --- the card ----------------------------------------------------------------------------
+
+    def _card(
+        self,
+        *,
+        action: Action,
+        cluster: Cluster,
+        target: str,
+        method: Method,
+        path: str,
+        body: dict[str, Any],
+        diff: tuple[FieldChange, ...],
+        before: list[NodePool],
+        after: list[NodePool],
+        catalog: Mapping[str, MachineTier],
+        warnings: list[CardWarning],
+        rule_ids: list[str],
+        snapshot: dict[str, JsonValue],
+    ) -> Card:
+        price_before = rules.hourly_price(before, catalog)
+        price_after = rules.hourly_price(after, catalog)
+        added = rules.added_hourly_price(before, after, catalog)
+        credit_needed: float | None = None
+        if added > 0:
+            credit_needed = round(added * rules.CREDIT_HOURS, 2)
+            warnings.append(
+                CardWarning(
+                    code="credit_required",
+                    message=f"this raises the cluster's price by {added:.2f} per hour; Door refuses it with 402 "
+                    f"unless the organisation's prepaid credit covers {rules.CREDIT_HOURS} h of that, "
+                    f"{credit_needed:.2f} (the public API does not show the credit balance)",
+                    rule="R-CREDIT-01",
+                )
+            )
+        now = self._clock()
+        all_rules = {*rule_ids, *(w.rule for w in warnings if w.rule)}
+        return Card(
+            id=new_card_id(),
+            action=action,
+            cluster_id=cluster.id,
+            cluster_name=cluster.name,
+            target=target,
+            method=method,
+            path=path,
+            body=body,
+            body_digest=request_digest(method, path, body),
+            diff=diff,
+            capacity_before=rules.capacity(before, catalog),
+            capacity_after=rules.capacity(after, catalog),
+            price_before=round(price_before, 4),
+            price_after=round(price_after, 4),
+            price_change=round(price_after - price_before, 4),
+            credit_needed=credit_needed,
+            warnings=tuple(warnings),
+            rules=tuple(sorted(all_rules, key=_rule_order)),
+            target_snapshot=snapshot,
+            target_fingerprint=fingerprint(snapshot),
+            created_at=now,
+            expires_at=now + self._ttl,
+        )
+
+
+def _rule_order(rule: str) -> tuple[str, int]:
+    head, _, number = rule.rpartition("-")
+    return (head, int(number) if number.isdigit() else 0)
+
+
+def _parse_patch(patch: PublicNodePoolPatchRequest | Mapping[str, Any]) -> PublicNodePoolPatchRequest:
+    """A patch model from a model or a raw body; ``size`` and other fields Door refuses are named (R-PATCH-01)."""
+    if isinstance(patch, PublicNodePoolPatchRequest):
+        return patch
+    _refuse(rules.patch_field_violations(patch))
+    try:
+        return PublicNodePoolPatchRequest.model_validate(dict(patch))
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or None
+        raise PreflightError(
+            Violation(
+                "R-PATCH-01", 422, field, first["msg"], "Send count and bounds as integers, auto_scale as a boolean."
+            )
+        ) from error
+
+
+def _labels_warning() -> CardWarning:
+    return CardWarning(
+        code="labels_not_node_labels",
+        message="pool labels and tags are stored on the pool only; Door does not apply them as Kubernetes node "
+        "labels, so they cannot steer scheduling (use kubectl label node for that)",
+        rule="R-POOL-05",
+    )
+
+
+def _autoscale_warning(pool: NodePool) -> CardWarning:
+    return CardWarning(
+        code="autoscale_may_shrink",
+        message=f"with autoscaling from {pool.min_nodes} to {pool.max_nodes}, pool {pool.name} may shrink to "
+        f"{pool.min_nodes} worker{'s' if pool.min_nodes != 1 else ''} on its own",
+        rule="R-ADD-06",
+    )
+
+
+def _unlisted_node_warning(node_name: str, nodes: NodeList) -> CardWarning:
+    if nodes.cold or nodes.stale:
+        why = "the node inventory is not loaded yet" if nodes.cold else "the node inventory is out of date"
+        return CardWarning(
+            code="node_unlisted",
+            message=f"{why}, so it is not known whether node {node_name} exists; Door accepts an unknown name and "
+            "the replacement then fails on its own",
+            rule="R-RNODE-04",
+        )
+    return CardWarning(
+        code="node_unlisted",
+        message=f"no node named {node_name} is listed; Door accepts the request, but the replacement will fail "
+        "(check the name with list_nodes)",
+        rule="R-RNODE-04",
+    )

@@ -1,0 +1,122 @@
+"""The card store keeps cards across restarts, consumes each once, and never forgets or rewrites history."""
+
+from __future__ import annotations
+
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from backend_client import DoorClient
+from backend_client.models import PublicNodePoolPatchRequest
+from confirmation_cards import (
+    ApprovalService,
+    CardStatus,
+    Planner,
+    SqliteCardStore,
+    render_markdown,
+    render_text,
+)
+from confirmation_cards.store import AuditEntry
+from reference_backend.clock import ManualClock
+from tests.confirmation_cards.conftest import SECRETS
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_pending_card_survives_reopening_the_store_and_can_then_be_approved(
+    tmp_path: Path, planner: Planner, admin: DoorClient, clock: ManualClock
+) -> None:
+    path = tmp_path / "cards.sqlite3"
+    first = SqliteCardStore(path)
+    card = first.create(await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4)))
+    first.close()
+
+    reopened = SqliteCardStore(path)
+    assert reopened.get(card.id) == card
+    assert [c.id for c in reopened.list(CardStatus.PENDING)] == [card.id]
+
+    done = await ApprovalService(reopened, clock=clock.now).approve(card.id, approver="ada", door=admin)
+    assert done.status is CardStatus.EXECUTED
+    assert [e.event for e in reopened.audit(card.id)] == ["created", "approved", "executed"]
+
+
+async def test_a_card_moves_only_from_the_state_the_caller_expects(
+    planner: Planner, store: SqliteCardStore, clock: ManualClock
+) -> None:
+    card = store.create(await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4)))
+    claim = AuditEntry("approved", clock.now(), by="ada")
+
+    first = store.transition(card.id, expected=CardStatus.PENDING, to=CardStatus.EXECUTING, entry=claim)
+    second = store.transition(card.id, expected=CardStatus.PENDING, to=CardStatus.EXECUTING, entry=claim)
+
+    assert first is not None and first.status is CardStatus.EXECUTING
+    assert second is None
+    assert [e.event for e in store.audit(card.id)] == ["created", "approved"]
+
+
+async def test_a_card_id_can_be_saved_only_once(planner: Planner, store: SqliteCardStore) -> None:
+    card = await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4))
+    store.create(card)
+
+    with pytest.raises(sqlite3.IntegrityError):
+        store.create(card)
+
+
+async def test_the_audit_table_refuses_updates_and_deletes(
+    tmp_path: Path, planner: Planner, clock: ManualClock
+) -> None:
+    path = tmp_path / "cards.sqlite3"
+    store = SqliteCardStore(path)
+    store.create(await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4)))
+    other_writer = sqlite3.connect(path)
+
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        other_writer.execute("UPDATE audit SET by = 'mallory'")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        other_writer.execute("DELETE FROM audit")
+    other_writer.close()
+
+
+async def test_no_token_appears_in_a_card_its_renderings_its_audit_or_the_store_file(
+    tmp_path: Path, planner: Planner, admin: DoorClient, member: DoorClient, clock: ManualClock
+) -> None:
+    path = tmp_path / "cards.sqlite3"
+    store = SqliteCardStore(path)
+    service = ApprovalService(store, clock=clock.now)
+    executed = store.create(
+        await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4))
+    )
+    failed = store.create(
+        await planner.relabel_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(labels={"a": "b"}))
+    )
+    assert (await service.approve(failed.id, approver="mel", door=member)).status is CardStatus.FAILED  # 403
+    assert (await service.approve(executed.id, approver="ada", door=admin)).status is CardStatus.EXECUTED
+    store.close()
+
+    reopened = SqliteCardStore(path)
+    seen = [path.read_bytes().decode("utf-8", "replace")]
+    for card in reopened.list():
+        seen += [card.model_dump_json(), render_text(card), render_markdown(card)]
+        seen += [event.model_dump_json() for event in reopened.audit(card.id)]
+    for text in seen:
+        for secret in SECRETS:
+            assert secret not in text
+
+
+async def test_threads_racing_to_consume_one_card_succeed_exactly_once(
+    tmp_path: Path, planner: Planner, clock: ManualClock
+) -> None:
+    store = SqliteCardStore(tmp_path / "cards.sqlite3")
+    card = store.create(await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4)))
+
+    def claim(n: int) -> bool:
+        entry = AuditEntry("approved", clock.now(), by=f"user-{n}")
+        return store.transition(card.id, expected=CardStatus.PENDING, to=CardStatus.EXECUTING, entry=entry) is not None
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        wins = list(pool.map(claim, range(50)))
+
+    assert wins.count(True) == 1
+    assert [e.event for e in store.audit(card.id)] == ["created", "approved"]
