@@ -1,0 +1,186 @@
+"""The admin plane (``/_reference/…``): reset, clock, clusters, phases, credit, tokens, inventory, faults.
+
+Mounted only when the app has an ``admin_token``; every route wants ``Authorization: Bearer <admin_token>``
+(401 otherwise). It exists for tests, demos and benchmarks, never for Door's public clients.
+"""
+
+from __future__ import annotations
+
+import hmac
+from datetime import datetime
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from backend_client.models import Cluster, Phase, PublicNodePoolCreateRequest
+from reference_backend.backend import ReferenceBackend
+from reference_backend.clock import AdjustableClock, ClockError
+from reference_backend.errors import Refusal
+from reference_backend.faults import FaultBook, FaultRouteError, FaultSpec, FaultView
+from reference_backend.world import Doc
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ResetBody(_Body):
+    seed: Literal["demo", "empty"] = "demo"
+
+
+class AdvanceBody(_Body):
+    seconds: float = Field(ge=0)
+
+
+class SetClockBody(_Body):
+    now: datetime
+
+
+class NewCluster(_Body):
+    name: str
+    organisation: str
+    phase: Phase = "Provisioned"
+    id: str | None = None
+    kubernetes_version: str = "v1.32.4"
+    tags: list[str] = Field(default_factory=list)
+    node_pools: list[PublicNodePoolCreateRequest] = Field(default_factory=list)
+
+
+class PhaseBody(_Body):
+    phase: Phase
+
+
+class CreditBody(_Body):
+    credit: float
+
+
+class TokenBody(_Body):
+    organisation: str
+    role: Literal["super_admin", "member"]
+    user: str
+
+
+class InventoryBody(_Body):
+    available: bool
+
+
+class ClockView(BaseModel):
+    now: datetime
+    mode: Literal["manual", "scaled"] | None = None
+    time_scale: float | None = None
+
+
+def admin_router(backend: ReferenceBackend, faults: FaultBook, admin_token: str) -> APIRouter:
+    """The admin routes, guarded by ``admin_token`` (compared in constant time)."""
+
+    def guard(request: Request) -> None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), admin_token.encode()):
+            raise Refusal(
+                401,
+                "the admin plane needs Authorization: Bearer <admin token>.",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        backend.now()
+
+    router = APIRouter(prefix="/_reference", dependencies=[Depends(guard)], tags=["reference admin plane"])
+
+    def clock() -> AdjustableClock:
+        if not isinstance(backend.clock, AdjustableClock):
+            raise Refusal(409, "this backend's clock cannot be moved.")
+        return backend.clock
+
+    def clock_view() -> ClockView:
+        now = backend.now()
+        current = backend.clock
+        if isinstance(current, AdjustableClock):
+            return ClockView(now=now, mode=current.mode, time_scale=current.time_scale)
+        return ClockView(now=now)
+
+    @router.post("/reset")
+    async def reset(body: ResetBody) -> dict[str, bool]:
+        backend.reset(body.seed)
+        faults.clear()
+        return {"ok": True}
+
+    @router.get("/clock", response_model=ClockView)
+    async def get_clock() -> ClockView:
+        return clock_view()
+
+    @router.post("/clock/advance", response_model=ClockView)
+    async def advance(body: AdvanceBody) -> ClockView:
+        clock().advance(body.seconds)
+        return clock_view()
+
+    @router.put("/clock", response_model=ClockView)
+    async def set_clock(body: SetClockBody) -> ClockView:
+        try:
+            clock().set(body.now)
+        except ClockError as error:
+            raise Refusal(409, f"{error}. The clock only moves forward.") from None
+        return clock_view()
+
+    @router.post("/clusters", status_code=201, response_model=Cluster)
+    async def new_cluster(body: NewCluster) -> Doc:
+        cluster = backend.install_cluster(
+            name=body.name,
+            organisation=body.organisation,
+            phase=body.phase,
+            cluster_id=body.id,
+            kubernetes_version=body.kubernetes_version,
+            pools=body.node_pools,
+            tags=body.tags,
+        )
+        if backend.credit(body.organisation) is None:
+            backend.set_credit(body.organisation, 0.0)
+        return backend.cluster_body(cluster)
+
+    @router.put("/clusters/{cluster_id}/phase", response_model=Cluster)
+    async def set_phase(cluster_id: str, body: PhaseBody) -> Doc:
+        cluster = backend.cluster(cluster_id)
+        if cluster is None:
+            raise Refusal(404, f"no cluster {cluster_id}.")
+        backend.set_phase(cluster, body.phase)
+        return backend.cluster_body(cluster)
+
+    @router.put("/organisations/{name}")
+    async def set_credit(name: str, body: CreditBody) -> dict[str, Any]:
+        organisation = backend.set_credit(name, body.credit)
+        return {"name": organisation.name, "credit": organisation.credit}
+
+    @router.put("/tokens/{token}")
+    async def put_token(token: str, body: TokenBody) -> dict[str, str]:
+        principal = backend.put_token(token, body.user, body.organisation, body.role)
+        return principal.doc()
+
+    @router.delete("/tokens/{token}", status_code=204)
+    async def delete_token(token: str) -> Response:
+        backend.delete_token(token)
+        return Response(status_code=204)
+
+    @router.put("/inventory")
+    async def set_inventory(body: InventoryBody) -> dict[str, bool]:
+        backend.set_inventory(body.available)
+        return {"available": backend.inventory_available}
+
+    @router.post("/faults", status_code=201, response_model=FaultView)
+    async def add_fault(spec: FaultSpec) -> FaultView:
+        try:
+            return faults.add(spec).view()
+        except FaultRouteError as error:
+            raise Refusal(422, str(error)) from None
+
+    @router.get("/faults", response_model=list[FaultView])
+    async def list_faults() -> list[FaultView]:
+        return [f.view() for f in faults.all()]
+
+    @router.delete("/faults", status_code=204)
+    async def clear_faults() -> Response:
+        faults.clear()
+        return Response(status_code=204)
+
+    return router
+
+
+__all__ = ["admin_router"]

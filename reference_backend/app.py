@@ -1,0 +1,588 @@
+"""The FastAPI application: the Door DKS public API under ``/v1/public`` and the admin plane.
+
+Each public route walks the order of checks of docs/contracts.md: fault rules (middleware), token,
+cluster and membership, role, body, idempotency key, then the backend's own checks and change,
+which run synchronously so that a check and the change it guards cannot interleave with another
+request. Every error is ``application/problem+json`` naming the rule; no input yields a 500.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from backend_client import models, rules
+from backend_client.models import FieldError, PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
+from reference_backend import idempotency
+from reference_backend.backend import ReferenceBackend
+from reference_backend.clock import ManualClock
+from reference_backend.errors import PROBLEM_BASE, FaultInjected, Refusal, title_for
+from reference_backend.faults import Fault, FaultBook
+from reference_backend.world import Doc, Principal
+
+log = logging.getLogger(__name__)
+
+PREFIX: Final = "/v1/public"
+MAX_BODY_BYTES: Final = 64 * 1024
+PROBLEM_MEDIA_TYPE: Final = "application/problem+json"
+
+Handler = Callable[[], Doc]
+
+
+def _problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    return {
+        status: {
+            "model": models.Problem,
+            "description": title_for(status),
+            "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+        for status in statuses
+    }
+
+
+_READ_ERRORS = _problem_responses(401, 403, 404)
+_MUTATION_ERRORS = _problem_responses(400, 401, 402, 403, 404, 409, 413, 422)
+_NODE_READ_ERRORS = _problem_responses(401, 403, 404, 409, 503)
+
+
+# --- problem bodies ------------------------------------------------------------------------------
+
+
+def problem_response(refusal: Refusal, request_id: str | None) -> JSONResponse:
+    """The problem+json answer to a refusal (RFC 9457), repeating the request id."""
+    problem = models.Problem(
+        type=refusal.type,
+        title=refusal.title or title_for(refusal.status),
+        status=refusal.status,
+        detail=refusal.detail,
+        rule=refusal.rule,
+        errors=list(refusal.errors),
+        request_id=request_id,
+    )
+    headers = dict(refusal.headers)
+    if request_id:
+        headers["X-Request-Id"] = request_id
+    return JSONResponse(
+        problem.model_dump(mode="json"), status_code=refusal.status, headers=headers, media_type=PROBLEM_MEDIA_TYPE
+    )
+
+
+def _request_id(request: Request) -> str | None:
+    value = request.scope.get("state", {}).get("request_id")
+    return value if isinstance(value, str) else None
+
+
+def _fault_refusal(fault: Fault) -> Refusal:
+    status = fault.spec.status or 503
+    headers = {"Retry-After": str(fault.spec.retry_after)} if fault.spec.retry_after is not None else {}
+    return FaultInjected(
+        status, f"an injected fault ({fault.id}) answered this request.", headers=headers, title="Injected fault"
+    )
+
+
+# --- middleware: request id and fault rules ------------------------------------------------------
+
+
+class RequestMiddleware:
+    """Gives every request an id, applies fault rules (step 1 and step 14), never leaks a traceback."""
+
+    def __init__(self, app: ASGIApp, faults: FaultBook) -> None:
+        self.app = app
+        self.faults = faults
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = uuid.uuid4().hex
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        path: str = scope["path"]
+        fault = None if path.startswith("/_reference") else self.faults.pick(scope["method"], path)
+        state["fault"] = fault
+        if fault is not None and fault.spec.status is not None and fault.spec.when == "before":
+            if fault.spec.latency_ms:
+                await anyio.sleep(fault.spec.latency_ms / 1000)
+            await problem_response(_fault_refusal(fault), request_id)(scope, receive, send)
+            return
+        replace = fault is not None and fault.spec.status is not None and fault.spec.when == "after"
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal started
+            if replace:
+                return  # the change took effect; its answer is "lost" and replaced below
+            if message["type"] == "http.response.start":
+                started = True
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"x-request-id" for name, _ in headers):
+                    headers.append((b"x-request-id", request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            # Admin-plane paths can carry a token (/_reference/tokens/{token}): log the route family only.
+            shown = "/_reference/…" if path.startswith("/_reference") else path
+            log.exception("unexpected error answering %s %s", scope["method"], shown)
+            if started and not replace:
+                raise
+            refusal = Refusal(500, "the reference backend failed unexpectedly; this is a bug.")
+            await problem_response(refusal, request_id)(scope, receive, send)
+            return
+        if replace and fault is not None:
+            await problem_response(_fault_refusal(fault), request_id)(scope, receive, send)
+
+
+async def _spend_fault_latency(request: Request) -> None:
+    """Fault latency is real time, spent after the idempotency key is reserved, before the change."""
+    fault = request.scope.get("state", {}).get("fault")
+    if isinstance(fault, Fault) and fault.spec.latency_ms and (fault.spec.status is None or fault.spec.when == "after"):
+        await anyio.sleep(fault.spec.latency_ms / 1000)
+
+
+# --- body parsing (step 5) -----------------------------------------------------------------------
+
+
+def _bearer(request: Request) -> str | None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+async def _read_json(request: Request) -> Any:
+    """The parsed body: 413 beyond 64 KiB, 400 when it is not JSON; ``None`` when empty."""
+    too_large = Refusal(413, f"the request body exceeds {MAX_BODY_BYTES} bytes. Send a smaller body.")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as error:
+        raise Refusal(400, f"the request body is not valid JSON ({error}). Send a JSON object.") from None
+
+
+def _object(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        kind = "nothing" if body is None else type(body).__name__
+        raise Refusal(
+            422,
+            f"the request body must be a JSON object, got {kind}. Send a JSON object.",
+            errors=[FieldError(field="body", message="must be a JSON object")],
+        )
+    return body
+
+
+_CREATE_FIELD_RULES: Final = {
+    "name": "R-ADD-01",
+    "size": "R-ADD-03",
+    "count": "R-ADD-04",
+    "auto_scale": "R-ADD-06",
+    "min_nodes": "R-ADD-06",
+    "max_nodes": "R-ADD-06",
+    "labels": "R-ADD-07",
+    "tags": "R-ADD-07",
+}
+
+
+def _type_violations(error: ValidationError, field_rules: dict[str, str], unknown_rule: str) -> list[rules.Violation]:
+    found = []
+    for item in error.errors(include_url=False):
+        field = ".".join(str(part) for part in item["loc"]) or "body"
+        top = str(item["loc"][0]) if item["loc"] else ""
+        if item["type"] == "extra_forbidden":
+            found.append(
+                rules.Violation(
+                    unknown_rule,
+                    422,
+                    field,
+                    f"unknown field {field}",
+                    "Remove it; only documented fields are accepted.",
+                )
+            )
+        else:
+            found.append(
+                rules.Violation(
+                    field_rules.get(top, unknown_rule),
+                    422,
+                    field,
+                    f"{field}: {item['msg']}",
+                    "Send a value of the documented type.",
+                )
+            )
+    return found
+
+
+def parse_create(body: Any, backend: ReferenceBackend) -> PublicNodePoolCreateRequest:
+    """Step 5 for ``POST node-pools``: shape (422, R-ADD-01/04/06/07), then the tier (400, R-ADD-03)."""
+    try:
+        request = PublicNodePoolCreateRequest.model_validate(_object(body))
+    except ValidationError as error:
+        raise Refusal.of(_type_violations(error, _CREATE_FIELD_RULES, "R-ADD-07")) from None
+    violations = rules.create_shape_violations(request)
+    if violations:
+        raise Refusal.of(violations)
+    tier = rules.tier_violation(request.size, backend.catalog)
+    if tier is not None:
+        raise Refusal.of([tier])
+    return request
+
+
+def parse_patch(body: Any) -> PublicNodePoolPatchRequest:
+    """Step 5 for ``PATCH node-pools/{name}``: R-PATCH-01/02 on the raw keys, then types and ranges."""
+    raw = _object(body)
+    violations = rules.patch_field_violations(raw)
+    known = {k: v for k, v in raw.items() if k in models.PATCHABLE_FIELDS}
+    patch: PublicNodePoolPatchRequest | None = None
+    try:
+        patch = PublicNodePoolPatchRequest.model_validate(known)
+    except ValidationError as error:
+        violations += _type_violations(error, {"count": "R-PATCH-06"}, "R-PATCH-01")
+    if patch is not None and known:
+        violations += rules.patch_shape_violations(patch)
+    if violations or patch is None:
+        raise Refusal.of(violations)
+    return patch
+
+
+def parse_node_name(node_name: str) -> None:
+    violation = rules.node_name_violation(node_name)
+    if violation is not None:
+        raise Refusal.of([violation])
+
+
+# --- the app -------------------------------------------------------------------------------------
+
+
+def create_app(backend: ReferenceBackend | None = None, *, admin_token: str | None = None) -> FastAPI:
+    """The reference backend app; ``app.state.backend`` is the world, the admin plane needs ``admin_token``."""
+    world = backend if backend is not None else ReferenceBackend(ManualClock())
+    faults = FaultBook()
+    app = FastAPI(
+        title="Door DKS node pools (reference backend)",
+        version="1.0.0",
+        description="A faithful stand-in for the Door Kubernetes Service node-pool public API.",
+    )
+    app.state.backend = world
+    app.state.faults = faults
+    app.add_middleware(RequestMiddleware, faults=faults)
+    _install_error_handlers(app)
+    _install_public_routes(app, world)
+    if admin_token:
+        from reference_backend.admin import admin_router
+
+        app.include_router(admin_router(world, faults, admin_token))
+    _install_openapi(app)
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(Refusal)
+    async def on_refusal(request: Request, refusal: Refusal) -> Response:
+        return problem_response(refusal, _request_id(request))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, error: StarletteHTTPException) -> Response:
+        detail = "no such route. See /openapi.json for the routes." if error.status_code == 404 else str(error.detail)
+        return problem_response(
+            Refusal(error.status_code, detail, headers=dict(error.headers or {})), _request_id(request)
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def on_validation(request: Request, error: RequestValidationError) -> Response:
+        errors = [
+            FieldError(field=".".join(str(p) for p in item["loc"] if p != "body") or "body", message=str(item["msg"]))
+            for item in error.errors()
+        ]
+        detail = "; ".join(f"{e.field}: {e.message}" for e in errors) or "invalid request"
+        return problem_response(Refusal(422, detail, errors=errors), _request_id(request))
+
+
+async def _answer_mutation(
+    request: Request,
+    backend: ReferenceBackend,
+    token: str,
+    body: Any,
+    rule: str,
+    change: Handler,
+) -> Response:
+    """Steps 6 and 14 of a mutation: the idempotency key around the change, then the 202."""
+    key = request.headers.get("idempotency-key")
+    key_scope = None
+    if key:
+        key_scope = idempotency.scope(token, request.method, request.url.path, key)
+        stored = backend.idempotency.begin(key_scope, idempotency.fingerprint(body), backend.now(), rule)
+        if stored is not None:
+            return Response(
+                stored.body,
+                status_code=stored.status,
+                headers={**stored.headers, "Idempotent-Replayed": "true"},
+                media_type="application/json",
+            )
+    try:
+        await _spend_fault_latency(request)
+        backend.now()
+        answer = change()  # synchronous: the checks and the change are atomic (R-OP-01)
+    except BaseException:
+        if key_scope is not None:
+            backend.remember_answer(key_scope, None)
+        raise
+    text = json.dumps(answer, separators=(",", ":"))
+    headers = {"X-Request-Id": _request_id(request) or ""}
+    if key_scope is not None:
+        backend.remember_answer(
+            key_scope,
+            idempotency.StoredAnswer(
+                idempotency.fingerprint(body), 202, text, headers, idempotency.IdempotencyStore.expiry(backend.now())
+            ),
+        )
+    return Response(text, status_code=202, headers=headers, media_type="application/json")
+
+
+def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
+    def who(request: Request) -> tuple[str, Principal]:
+        backend.now()
+        token = _bearer(request)
+        principal = backend.authenticate(token)
+        assert token is not None
+        return token, principal
+
+    async def read(request: Request, produce: Callable[[], Doc]) -> Response:
+        await _spend_fault_latency(request)
+        backend.now()
+        return JSONResponse(produce())
+
+    @app.get(
+        f"{PREFIX}/machine-tiers",
+        response_model=models.MachineTierList,
+        responses=_problem_responses(401),
+        tags=["catalog"],
+    )
+    async def machine_tiers(request: Request) -> Response:
+        """The machine-tier catalog: vCPU, memory, disk and hourly price of every size."""
+        who(request)
+        items = [t.model_dump(mode="json") for t in backend.catalog.values()]
+        return await read(request, lambda: {"schema_version": models.CATALOG_SCHEMA, "items": items})
+
+    @app.get(
+        f"{PREFIX}/clusters", response_model=models.ClusterList, responses=_problem_responses(401), tags=["clusters"]
+    )
+    async def list_clusters(request: Request, name: str | None = None) -> Response:
+        """The clusters of the caller's organisation, optionally only the one with this exact name."""
+        _, principal = who(request)
+        return await read(request, lambda: backend.list_clusters(principal, name))
+
+    @app.get(
+        f"{PREFIX}/clusters/{{cluster_id}}", response_model=models.Cluster, responses=_READ_ERRORS, tags=["clusters"]
+    )
+    async def get_cluster(request: Request, cluster_id: str) -> Response:
+        """R-POOL-03: the cluster with its pools embedded and the capacity totals (200 in any phase)."""
+        _, principal = who(request)
+        backend.cluster_for(principal, cluster_id)
+        return await read(request, lambda: backend.cluster_body(backend.cluster_for(principal, cluster_id)))
+
+    @app.get(
+        f"{PREFIX}/clusters/{{cluster_id}}/state",
+        response_model=models.ClusterState,
+        responses=_READ_ERRORS,
+        tags=["clusters"],
+    )
+    async def get_state(request: Request, cluster_id: str) -> Response:
+        """R-OP-03: the phase and every pool or node operation, newest first."""
+        _, principal = who(request)
+        backend.cluster_for(principal, cluster_id)
+        return await read(request, lambda: backend.state_body(backend.cluster_for(principal, cluster_id)))
+
+    @app.get(
+        f"{PREFIX}/clusters/{{cluster_id}}/node-pools",
+        response_model=models.NodePoolList,
+        responses=_READ_ERRORS,
+        tags=["node pools"],
+    )
+    async def list_pools(request: Request, cluster_id: str) -> Response:
+        """R-POOL-01: the pools of the cluster (200 in any phase, R-PHASE-02)."""
+        _, principal = who(request)
+        backend.cluster_for(principal, cluster_id)
+        return await read(request, lambda: backend.pools_body(backend.cluster_for(principal, cluster_id)))
+
+    @app.post(
+        f"{PREFIX}/clusters/{{cluster_id}}/node-pools",
+        status_code=202,
+        response_model=models.Cluster,
+        responses=_MUTATION_ERRORS,
+        openapi_extra=_request_body("PublicNodePoolCreateRequest"),
+        tags=["node pools"],
+    )
+    async def add_pool(request: Request, cluster_id: str) -> Response:
+        """Add a pool (R-ADD-*): 202 with the cluster; the workers come up in the background."""
+        token, principal = who(request)
+        backend.cluster_for(principal, cluster_id)
+        backend.require_super_admin(principal)
+        body = await _read_json(request)
+        pool = parse_create(body, backend)
+        return await _answer_mutation(
+            request,
+            backend,
+            token,
+            body,
+            "R-ADD-09",
+            lambda: backend.add_pool(backend.cluster_for(principal, cluster_id), pool),
+        )
+
+    @app.patch(
+        f"{PREFIX}/clusters/{{cluster_id}}/node-pools/{{pool_name}}",
+        status_code=202,
+        response_model=models.Cluster,
+        responses=_MUTATION_ERRORS,
+        openapi_extra=_request_body("PublicNodePoolPatchRequest"),
+        tags=["node pools"],
+    )
+    async def patch_pool(request: Request, cluster_id: str, pool_name: str) -> Response:
+        """Change a pool (R-PATCH-*): 202 with the cluster; scaling happens in the background."""
+        token, principal = who(request)
+        backend.cluster_for(principal, cluster_id)
+        backend.require_super_admin(principal)
+        body = await _read_json(request)
+        patch = parse_patch(body)
+        return await _answer_mutation(
+            request,
+            backend,
+            token,
+            body,
+            "R-PATCH-09",
+            lambda: backend.patch_pool(backend.cluster_for(principal, cluster_id), pool_name, patch),
+        )
+
+    @app.delete(
+        f"{PREFIX}/clusters/{{cluster_id}}/node-pools/{{pool_name}}",
+        status_code=202,
+        response_model=models.Cluster,
+        responses=_MUTATION_ERRORS,
+        tags=["node pools"],
+    )
+    async def delete_pool(request: Request, cluster_id: str, pool_name: str) -> Response:
+        """Remove a pool (R-DEL-*): it stays ``deleting`` until its workers are gone."""
+        token, principal = who(request)
+        backend.cluster_for(principal, cluster_id)
+        backend.require_super_admin(principal)
+        body = await _read_json(request)
+        return await _answer_mutation(
+            request,
+            backend,
+            token,
+            body,
+            "R-ADD-09",
+            lambda: backend.delete_pool(backend.cluster_for(principal, cluster_id), pool_name),
+        )
+
+    @app.get(
+        f"{PREFIX}/clusters/{{cluster_id}}/nodes",
+        response_model=models.NodeList,
+        responses=_NODE_READ_ERRORS,
+        tags=["nodes"],
+    )
+    async def list_nodes(request: Request, cluster_id: str) -> Response:
+        """R-NODE-01..05: the best-known snapshot of every worker, always 200 (never 202)."""
+        _, principal = who(request)
+        backend.cluster_for(principal, cluster_id)
+        return await read(request, lambda: backend.nodes_body(backend.cluster_for(principal, cluster_id)))
+
+    @app.get(
+        f"{PREFIX}/clusters/{{cluster_id}}/node-pools/{{pool_name}}/nodes",
+        response_model=models.NodeList,
+        responses=_NODE_READ_ERRORS,
+        tags=["nodes"],
+    )
+    async def list_pool_nodes(request: Request, cluster_id: str, pool_name: str) -> Response:
+        """R-NODE-01..05: the cluster snapshot filtered to one pool; 404 for an unknown pool."""
+        _, principal = who(request)
+        backend.cluster_for(principal, cluster_id)
+        return await read(request, lambda: backend.nodes_body(backend.cluster_for(principal, cluster_id), pool_name))
+
+    @app.delete(
+        f"{PREFIX}/clusters/{{cluster_id}}/nodes/{{node_name}}",
+        status_code=202,
+        response_model=models.NodeDeletePending,
+        responses=_MUTATION_ERRORS,
+        tags=["nodes"],
+    )
+    async def replace_node(request: Request, cluster_id: str, node_name: str) -> Response:
+        """Replace a worker (R-RNODE-*): the pool keeps its count; an unknown name fails asynchronously."""
+        token, principal = who(request)
+        backend.cluster_for(principal, cluster_id)
+        backend.require_super_admin(principal)
+        body = await _read_json(request)
+        parse_node_name(node_name)
+        return await _answer_mutation(
+            request,
+            backend,
+            token,
+            body,
+            "R-ADD-09",
+            lambda: backend.replace_node(backend.cluster_for(principal, cluster_id), node_name),
+        )
+
+
+def _request_body(schema: str) -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
+        }
+    }
+
+
+_SCHEMA_MODELS: Final[Sequence[type[BaseModel]]] = (
+    PublicNodePoolCreateRequest,
+    PublicNodePoolPatchRequest,
+    models.Problem,
+)
+
+
+def _install_openapi(app: FastAPI) -> None:
+    """The generated schema plus the request models the routes parse themselves (to keep the order of checks)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        for path, operations in schema["paths"].items():
+            for operation in operations.values():
+                if path.startswith(PREFIX) and "422" in operation["responses"]:
+                    # Our 422 is a problem naming the rule and fields, not FastAPI's HTTPValidationError.
+                    operation["responses"]["422"] = _problem_responses(422)[422] | {"description": title_for(422)}
+                    operation["responses"]["422"].pop("model")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for model in _SCHEMA_MODELS:
+            model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(model_schema.pop("$defs", {}))
+            components.setdefault(model.__name__, model_schema)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+__all__ = ["PROBLEM_BASE", "create_app", "problem_response"]

@@ -1,0 +1,101 @@
+"""``maya-tools reference-backend``: serve the reference backend with uvicorn.
+
+Prints its URL and the demo tokens (never the admin token) and stops cleanly on Ctrl-C or SIGTERM,
+which uvicorn turns into a graceful shutdown; the state file is closed on the way out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+
+from reference_backend import seed as seeds
+from reference_backend.app import create_app
+from reference_backend.backend import ReferenceBackend
+from reference_backend.clock import Clock, ManualClock, ScaledClock
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8642
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="maya-tools reference-backend", description="Run the Door DKS node-pool API reference backend."
+    )
+    parser.add_argument("--host", default=DEFAULT_HOST)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--state", type=Path, default=None, metavar="FILE", help="SQLite state file (default: memory)")
+    parser.add_argument("--seed", choices=("demo", "empty"), default="demo")
+    clocks = parser.add_mutually_exclusive_group()
+    clocks.add_argument("--time-scale", type=float, default=1.0, metavar="X", help="simulated seconds per real second")
+    clocks.add_argument("--manual-clock", action="store_true", help="time moves only through the admin plane")
+    parser.add_argument("--admin-token", default=None, metavar="TOKEN", help="enable the /_reference admin plane")
+    return parser
+
+
+def main(argv: Sequence[str]) -> int:
+    """Serve until interrupted; 0 on a clean shutdown, 2 on bad arguments."""
+    try:
+        args = _parser().parse_args(list(argv))
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    if args.time_scale <= 0:
+        print("maya-tools reference-backend: --time-scale must be positive")
+        return 2
+    clock: Clock = ManualClock() if args.manual_clock else ScaledClock(args.time_scale)
+    backend = ReferenceBackend(clock, seed=args.seed, state_path=args.state)
+    try:
+        app = create_app(backend, admin_token=args.admin_token)
+        url = f"http://{args.host}:{args.port}"
+        print(f"Door reference backend on {url}/v1/public (OpenAPI: {url}/openapi.json)")
+        if args.seed == "demo":
+            for token, (user, organisation, role) in seeds.DEMO_TOKENS.items():
+                print(f"  token {token}: {user}, {role} of {organisation}")
+        if args.admin_token:
+            print(f"  admin plane: {url}/_reference (bearer: the --admin-token you gave)")
+        print(
+            f"  clock: {'manual' if args.manual_clock else f'x{args.time_scale:g}'}; state: {args.state or 'memory'}",
+            flush=True,
+        )
+        logging.basicConfig(level=logging.INFO)
+        # No access log: admin-plane paths carry tokens (PUT /_reference/tokens/{token}).
+        config = uvicorn.Config(app, host=args.host, port=args.port, log_level="info", access_log=False)
+        _serve(uvicorn.Server(config))
+    finally:
+        backend.close()
+    print("Door reference backend stopped.", flush=True)
+    return 0
+
+
+class _Stopped(Exception):
+    """A stop signal arrived; the server has already shut down gracefully."""
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    raise _Stopped
+
+
+def _serve(server: uvicorn.Server) -> None:
+    """Run until Ctrl-C or SIGTERM and return normally (exit status 0).
+
+    uvicorn shuts down gracefully on those signals, then re-raises the signal against the handler
+    that was installed before it; ours turns it into a normal return instead of a killed process.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        server.run()
+        return
+    previous = {sig: signal.signal(sig, _stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.run()
+    except _Stopped:
+        pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

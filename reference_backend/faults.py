@@ -1,0 +1,106 @@
+"""Fault rules of the admin plane: answer a route with an error, late, or after the change took effect.
+
+A rule matches ``"METHOD /v1/public/..."`` (a FastAPI path template, as in docs/contracts.md) or
+``"*"`` (every public route; the admin plane is never faulted, so a rule can always be removed).
+``count`` limits how many requests it hits (null: until removed); ``probability`` fires it at random
+from its own ``random.Random(seed)``, so a seeded run is reproducible.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FaultSpec(BaseModel):
+    """The body of ``POST /_reference/faults``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    route: str = "*"
+    status: int | None = Field(default=503, ge=100, le=599, description="null: latency only")
+    count: int | None = Field(default=1, ge=0)
+    probability: float | None = Field(default=None, ge=0, le=1)
+    seed: int = 0
+    latency_ms: int = Field(default=0, ge=0, le=600_000)
+    when: Literal["before", "after"] = "before"
+    retry_after: int | None = Field(default=None, ge=0)
+
+
+class FaultView(FaultSpec):
+    id: str
+    remaining: int | None
+
+
+@dataclass
+class Fault:
+    id: str
+    spec: FaultSpec
+    remaining: int | None
+    rng: random.Random
+    method: str | None
+    pattern: re.Pattern[str] | None
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.pattern is None:
+            return True
+        return method == self.method and self.pattern.fullmatch(path) is not None
+
+    def view(self) -> FaultView:
+        return FaultView(id=self.id, remaining=self.remaining, **self.spec.model_dump())
+
+
+class FaultRouteError(ValueError):
+    """A fault route that is neither ``*`` nor ``METHOD /path/template``."""
+
+
+def _compile(route: str) -> tuple[str | None, re.Pattern[str] | None]:
+    if route.strip() == "*":
+        return None, None
+    method, _, template = route.strip().partition(" ")
+    if not method or not template.startswith("/"):
+        raise FaultRouteError(f"route must be '*' or 'METHOD /path/template', got {route!r}")
+    parts = re.split(r"(\{[^/{}]+\})", template.strip())
+    regex = "".join("[^/]+" if p.startswith("{") and p.endswith("}") else re.escape(p) for p in parts)
+    return method.upper(), re.compile(regex)
+
+
+class FaultBook:
+    """The fault rules in force (in memory only: a restart clears them)."""
+
+    def __init__(self) -> None:
+        self._faults: list[Fault] = []
+        self._next_id = 0
+
+    def add(self, spec: FaultSpec) -> Fault:
+        method, pattern = _compile(spec.route)
+        self._next_id += 1
+        fault = Fault(f"fault-{self._next_id}", spec, spec.count, random.Random(spec.seed), method, pattern)
+        self._faults.append(fault)
+        return fault
+
+    def all(self) -> list[Fault]:
+        return list(self._faults)
+
+    def clear(self) -> None:
+        self._faults.clear()
+
+    def pick(self, method: str, path: str) -> Fault | None:
+        """The first rule that fires for this request, its count consumed; None when none does."""
+        for fault in list(self._faults):
+            if not fault.matches(method, path):
+                continue
+            if fault.remaining is not None and fault.remaining <= 0:
+                continue
+            if fault.spec.probability is not None and fault.rng.random() >= fault.spec.probability:
+                continue
+            if fault.remaining is not None:
+                fault.remaining -= 1
+                if fault.remaining == 0:
+                    self._faults.remove(fault)
+            return fault
+        return None

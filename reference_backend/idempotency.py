@@ -1,0 +1,120 @@
+"""Idempotency keys (R-ADD-09, R-PATCH-09; decision: DELETEs too).
+
+A key is scoped to token + method + path + key and remembers a SHA-256 of the canonical body
+(sorted keys, no whitespace; an empty body is ``{}``) for 24 h of simulated time. Only 2xx answers
+are stored; a refused request releases its key so a corrected retry may use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from reference_backend.errors import Refusal
+from reference_backend.world import Doc, iso, parse_time
+
+KEY_TTL = timedelta(hours=24)
+MAX_KEY_LENGTH = 255
+
+
+def fingerprint(body: Any) -> str:
+    """The SHA-256 of the canonical JSON of a parsed body (``None`` hashes as ``{}``)."""
+    canonical = json.dumps({} if body is None else body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def scope(token: str, method: str, path: str, key: str) -> str:
+    """The row key of an idempotency entry; the token only enters it through a hash."""
+    return hashlib.sha256("\0".join((token, method, path, key)).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    fingerprint: str
+    status: int
+    body: str
+    headers: dict[str, str]
+    expires_at: datetime
+
+    def doc(self) -> Doc:
+        return {
+            "fingerprint": self.fingerprint,
+            "status": self.status,
+            "body": self.body,
+            "headers": self.headers,
+            "expires_at": iso(self.expires_at),
+        }
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> StoredAnswer:
+        return cls(doc["fingerprint"], doc["status"], doc["body"], dict(doc["headers"]), parse_time(doc["expires_at"]))
+
+
+class IdempotencyStore:
+    """Answers already given, and keys whose first request is still being handled."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, StoredAnswer] = {}
+        self._in_flight: dict[str, str] = {}
+        self.dirty: set[str] = set()
+
+    def begin(self, key_scope: str, body_fingerprint: str, now: datetime, rule: str) -> StoredAnswer | None:
+        """The answer to replay, or None after reserving the key for this request.
+
+        Raises ``Refusal`` 409 while the first request with this key is in flight and 422 when the
+        key was used with another body (``rule`` names which of R-ADD-09 / R-PATCH-09 applies).
+        """
+        stored = self.answers.get(key_scope)
+        if stored is not None and stored.expires_at <= now:
+            del self.answers[key_scope]
+            self.dirty.add(key_scope)
+            stored = None
+        if stored is not None:
+            if stored.fingerprint != body_fingerprint:
+                raise Refusal(
+                    422,
+                    f"{rule}: this Idempotency-Key was already used with a different request body. "
+                    "Use a new key for a different request.",
+                    rule=rule,
+                )
+            return stored
+        if key_scope in self._in_flight:
+            if self._in_flight[key_scope] != body_fingerprint:
+                raise Refusal(
+                    422,
+                    f"{rule}: this Idempotency-Key is in use with a different request body. "
+                    "Use a new key for a different request.",
+                    rule=rule,
+                )
+            raise Refusal(
+                409,
+                f"{rule}: the first request with this Idempotency-Key is still in flight. "
+                "Retry after it finishes to get its answer.",
+                rule=rule,
+            )
+        self._in_flight[key_scope] = body_fingerprint
+        return None
+
+    def finish(self, key_scope: str, answer: StoredAnswer | None) -> None:
+        """Store a 2xx answer for replay, or release the key (``answer=None``)."""
+        self._in_flight.pop(key_scope, None)
+        if answer is not None:
+            self.answers[key_scope] = answer
+            self.dirty.add(key_scope)
+
+    @property
+    def in_flight(self) -> int:
+        """How many keys are reserved by a request still being handled."""
+        return len(self._in_flight)
+
+    def clear(self) -> None:
+        self.answers.clear()
+        self._in_flight.clear()
+        self.dirty.clear()
+
+    @staticmethod
+    def expiry(now: datetime) -> datetime:
+        return now + KEY_TTL

@@ -1,0 +1,330 @@
+"""The simulated world's records: organisations, tokens, clusters, pools, workers, operations.
+
+Plain dataclasses, each able to turn itself into a JSON document (``doc``) and back (``from_doc``),
+so the store can keep one row per cluster, pool, operation and inventory snapshot and write only
+the rows a change touched. Public bodies are built from these records with ``to_public``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from backend_client.models import NodePool, NodeStatus, OperationKind, OperationStatus, Phase, PoolLifecycle
+
+Role = Literal["super_admin", "member"]
+Doc = dict[str, Any]
+
+
+def iso(when: datetime) -> str:
+    return when.isoformat().replace("+00:00", "Z")
+
+
+def iso_or_none(when: datetime | None) -> str | None:
+    return None if when is None else iso(when)
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def parse_time_or_none(text: str | None) -> datetime | None:
+    return None if text is None else parse_time(text)
+
+
+@dataclass
+class Organisation:
+    name: str
+    credit: float
+
+    def doc(self) -> Doc:
+        return {"name": self.name, "credit": self.credit}
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> Organisation:
+        return cls(doc["name"], float(doc["credit"]))
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a bearer token names. The token itself is never kept here, so it cannot leak into logs."""
+
+    user: str
+    organisation: str
+    role: Role
+
+    def doc(self) -> Doc:
+        return {"user": self.user, "organisation": self.organisation, "role": self.role}
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> Principal:
+        return cls(doc["user"], doc["organisation"], doc["role"])
+
+
+@dataclass
+class Worker:
+    """One worker VM. ``name`` is its kubectl name once it joins; before that, its internal ``id``."""
+
+    id: str
+    seq: int
+    status: NodeStatus
+    created_at: datetime
+    next_at: datetime | None
+    name: str | None = None
+    kubernetes_version: str | None = None
+    deleted_at: datetime | None = None
+
+    @property
+    def visible_name(self) -> str:
+        return self.name or self.id
+
+    def to_public(self, pool: str | None) -> Doc:
+        """R-NODE-06: no addresses, no provider ids."""
+        return {
+            "name": self.visible_name,
+            "pool": pool,
+            "status": self.status,
+            "kubernetes_version": self.kubernetes_version,
+            "ready": self.status == "Running",
+            "created_at": iso(self.created_at),
+            "deleted_at": iso_or_none(self.deleted_at),
+        }
+
+    def doc(self) -> Doc:
+        return {
+            "id": self.id,
+            "seq": self.seq,
+            "status": self.status,
+            "created_at": iso(self.created_at),
+            "next_at": iso_or_none(self.next_at),
+            "name": self.name,
+            "kubernetes_version": self.kubernetes_version,
+            "deleted_at": iso_or_none(self.deleted_at),
+        }
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> Worker:
+        return cls(
+            id=doc["id"],
+            seq=doc["seq"],
+            status=doc["status"],
+            created_at=parse_time(doc["created_at"]),
+            next_at=parse_time_or_none(doc["next_at"]),
+            name=doc["name"],
+            kubernetes_version=doc["kubernetes_version"],
+            deleted_at=parse_time_or_none(doc["deleted_at"]),
+        )
+
+
+@dataclass
+class Pool:
+    id: str
+    cluster_id: str
+    name: str
+    size: str
+    count: int
+    auto_scale: bool
+    min_nodes: int | None
+    max_nodes: int | None
+    labels: dict[str, str]
+    tags: dict[str, str]
+    root_volume_size_gib: int
+    lifecycle: PoolLifecycle
+    created_at: datetime
+    seq: int = 0  # creation order: lists keep it across a restart
+    workers: dict[str, Worker] = field(default_factory=dict)
+
+    def to_model(self) -> NodePool:
+        return NodePool.model_validate(self.to_public())
+
+    def to_public(self) -> Doc:
+        """R-POOL-02: the pool item; nodes are never embedded (R-POOL-01)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "size": self.size,
+            "count": self.count,
+            "auto_scale": self.auto_scale,
+            "min_nodes": self.min_nodes,
+            "max_nodes": self.max_nodes,
+            "labels": dict(self.labels),
+            "tags": dict(self.tags),
+            "root_volume_size_gib": self.root_volume_size_gib,
+            "lifecycle": self.lifecycle,
+        }
+
+    def apply(self, model: NodePool) -> None:
+        """Take the declared fields of a merged, validated pool (R-PATCH-03)."""
+        self.count = model.count
+        self.auto_scale = model.auto_scale
+        self.min_nodes = model.min_nodes
+        self.max_nodes = model.max_nodes
+        self.labels = dict(model.labels)
+        self.tags = dict(model.tags)
+
+    def active_workers(self) -> list[Worker]:
+        return [w for w in self.workers.values() if w.status != "Deleting"]
+
+    def doc(self) -> Doc:
+        return self.to_public() | {
+            "cluster_id": self.cluster_id,
+            "created_at": iso(self.created_at),
+            "seq": self.seq,
+            "workers": [w.doc() for w in self.workers.values()],
+        }
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> Pool:
+        pool = cls(
+            id=doc["id"],
+            cluster_id=doc["cluster_id"],
+            name=doc["name"],
+            size=doc["size"],
+            count=doc["count"],
+            auto_scale=doc["auto_scale"],
+            min_nodes=doc["min_nodes"],
+            max_nodes=doc["max_nodes"],
+            labels=dict(doc["labels"]),
+            tags=dict(doc["tags"]),
+            root_volume_size_gib=doc["root_volume_size_gib"],
+            lifecycle=doc["lifecycle"],
+            created_at=parse_time(doc["created_at"]),
+            seq=doc["seq"],
+        )
+        for w in doc["workers"]:
+            worker = Worker.from_doc(w)
+            pool.workers[worker.id] = worker
+        return pool
+
+
+@dataclass
+class Operation:
+    """R-OP-03. ``pool_id``, ``due_at`` and the worker ids are internal bookkeeping, never served."""
+
+    id: str
+    seq: int
+    cluster_id: str
+    kind: OperationKind
+    target: str
+    pool: str | None
+    pool_id: str | None
+    status: OperationStatus
+    started_at: datetime
+    finished_at: datetime | None = None
+    error: str | None = None
+    message: str | None = None
+    due_at: datetime | None = None
+    old_worker_id: str | None = None
+    new_worker_id: str | None = None
+
+    def to_public(self) -> Doc:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "target": self.target,
+            "pool": self.pool,
+            "status": self.status,
+            "started_at": iso(self.started_at),
+            "finished_at": iso_or_none(self.finished_at),
+            "error": self.error,
+            "message": self.message,
+        }
+
+    def doc(self) -> Doc:
+        return self.to_public() | {
+            "seq": self.seq,
+            "cluster_id": self.cluster_id,
+            "pool_id": self.pool_id,
+            "due_at": iso_or_none(self.due_at),
+            "old_worker_id": self.old_worker_id,
+            "new_worker_id": self.new_worker_id,
+        }
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> Operation:
+        return cls(
+            id=doc["id"],
+            seq=doc["seq"],
+            cluster_id=doc["cluster_id"],
+            kind=doc["kind"],
+            target=doc["target"],
+            pool=doc["pool"],
+            pool_id=doc["pool_id"],
+            status=doc["status"],
+            started_at=parse_time(doc["started_at"]),
+            finished_at=parse_time_or_none(doc["finished_at"]),
+            error=doc["error"],
+            message=doc["message"],
+            due_at=parse_time_or_none(doc["due_at"]),
+            old_worker_id=doc["old_worker_id"],
+            new_worker_id=doc["new_worker_id"],
+        )
+
+
+@dataclass
+class Inventory:
+    """The node inventory cache of one cluster (R-NODE-01..04): a snapshot and a queued refresh."""
+
+    snapshot: list[Doc] | None = None
+    taken_at: datetime | None = None
+    refresh_at: datetime | None = None
+
+    def doc(self) -> Doc:
+        return {
+            "snapshot": self.snapshot,
+            "taken_at": iso_or_none(self.taken_at),
+            "refresh_at": iso_or_none(self.refresh_at),
+        }
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> Inventory:
+        return cls(doc["snapshot"], parse_time_or_none(doc["taken_at"]), parse_time_or_none(doc["refresh_at"]))
+
+
+@dataclass
+class Cluster:
+    id: str
+    name: str
+    organisation: str
+    phase: Phase
+    kubernetes_version: str
+    tags: list[str]
+    created_at: datetime
+    pools: dict[str, Pool] = field(default_factory=dict)
+    operations: dict[str, Operation] = field(default_factory=dict)
+    inventory: Inventory = field(default_factory=Inventory)
+    node_names: set[str] = field(default_factory=set)  # derived, not stored: kubectl names in use
+
+    def pool_named(self, name: str) -> Pool | None:
+        """The alive pool of that name; a ``deleting`` pool does not count (R-PATCH-07, R-ADD-02)."""
+        return next((p for p in self.pools.values() if p.name == name and p.lifecycle == "active"), None)
+
+    def alive_pools(self) -> list[Pool]:
+        return [p for p in self.pools.values() if p.lifecycle == "active"]
+
+    def running_operations(self) -> list[Operation]:
+        return [op for op in self.operations.values() if op.status == "running"]
+
+    def doc(self) -> Doc:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "organisation": self.organisation,
+            "phase": self.phase,
+            "kubernetes_version": self.kubernetes_version,
+            "tags": list(self.tags),
+            "created_at": iso(self.created_at),
+        }
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> Cluster:
+        return cls(
+            id=doc["id"],
+            name=doc["name"],
+            organisation=doc["organisation"],
+            phase=doc["phase"],
+            kubernetes_version=doc["kubernetes_version"],
+            tags=list(doc["tags"]),
+            created_at=parse_time(doc["created_at"]),
+        )

@@ -1,0 +1,187 @@
+"""The admin plane (`/_reference/…`): guarded by its token, absent without it, every route, fault rules."""
+
+from __future__ import annotations
+
+import httpx2
+import pytest
+
+from reference_backend import seed
+from reference_backend.app import create_app
+from reference_backend.backend import ReferenceBackend
+from reference_backend.clock import ManualClock
+from tests.conftest import ADMIN_TOKEN, BASE_URL, auth
+
+pytestmark = pytest.mark.anyio
+
+REF = auth(ADMIN_TOKEN)
+ADMIN = auth(seed.DEMO_ADMIN_TOKEN)
+CLUSTER = f"/v1/public/clusters/{seed.DEMO_CLUSTER_ID}"
+PATCH_ROUTE = "PATCH /v1/public/clusters/{cluster_id}/node-pools/{pool_name}"
+
+
+async def test_the_admin_plane_is_absent_without_an_admin_token(backend: ReferenceBackend) -> None:
+    app = create_app(backend)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE_URL) as client:
+        assert (await client.get("/_reference/clock", headers=REF)).status_code == 404
+        assert (await client.post("/_reference/reset", headers=REF, json={})).status_code == 404
+
+
+@pytest.mark.parametrize("headers", [{}, auth("wrong"), {"Authorization": ADMIN_TOKEN}, ADMIN])
+async def test_the_admin_plane_wants_its_own_token(door: httpx2.AsyncClient, headers: dict[str, str]) -> None:
+    assert (await door.post("/_reference/clock/advance", headers=headers, json={"seconds": 5})).status_code == 401
+    assert (await door.get("/_reference/clock", headers=REF)).json()["now"] == "2026-10-01T12:00:00Z"
+
+
+async def test_the_clock_routes_read_advance_and_set_forward_only(door: httpx2.AsyncClient, clock: ManualClock) -> None:
+    assert (await door.get("/_reference/clock", headers=REF)).json() == {
+        "now": "2026-10-01T12:00:00Z",
+        "mode": "manual",
+        "time_scale": 0.0,
+    }
+    advanced = await door.post("/_reference/clock/advance", headers=REF, json={"seconds": 90.5})
+    assert advanced.json()["now"] == "2026-10-01T12:01:30.500000Z"
+    assert clock.now().isoformat() == "2026-10-01T12:01:30.500000+00:00"
+    assert (await door.post("/_reference/clock/advance", headers=REF, json={"seconds": -1})).status_code == 422
+    moved = await door.put("/_reference/clock", headers=REF, json={"now": "2026-10-02T00:00:00Z"})
+    assert moved.json()["now"] == "2026-10-02T00:00:00Z"
+    backwards = await door.put("/_reference/clock", headers=REF, json={"now": "2026-10-01T00:00:00Z"})
+    assert backwards.status_code == 409
+    assert backwards.headers["content-type"] == "application/problem+json"
+
+
+async def test_advancing_the_clock_moves_the_world(door: httpx2.AsyncClient) -> None:
+    """R-OP-03 on the admin clock: an operation finishes when the clock is advanced past its end."""
+    await door.patch(f"{CLUSTER}/node-pools/workers", headers=ADMIN, json={"count": 3})
+    await door.post("/_reference/clock/advance", headers=REF, json={"seconds": 120})
+    state = (await door.get(f"{CLUSTER}/state", headers=ADMIN)).json()
+    assert state["operations"][0]["status"] == "succeeded"
+
+
+async def test_reset_restores_the_seed(door: httpx2.AsyncClient) -> None:
+    await door.post(f"{CLUSTER}/node-pools", headers=ADMIN, json={"name": "batch", "size": "dks.c5.large"})
+    assert (await door.post("/_reference/reset", headers=REF, json={"seed": "demo"})).json() == {"ok": True}
+    assert (await door.get(f"{CLUSTER}/node-pools", headers=ADMIN)).json()["total"] == 1
+    assert (await door.get(f"{CLUSTER}/state", headers=ADMIN)).json()["operations"] == []
+
+
+async def test_the_empty_seed_has_no_tokens_until_the_admin_plane_adds_them(door: httpx2.AsyncClient) -> None:
+    """Decision: `empty` is the catalog only; every public request is 401 (R-AUTH-01) until tokens are added."""
+    await door.post("/_reference/reset", headers=REF, json={"seed": "empty"})
+    assert (await door.get("/v1/public/clusters", headers=ADMIN)).status_code == 401
+    token = {"organisation": "ops", "role": "super_admin", "user": "olga"}
+    assert (await door.put("/_reference/tokens/ops-token", headers=REF, json=token)).json() == {
+        "user": "olga",
+        "organisation": "ops",
+        "role": "super_admin",
+    }
+    listed = await door.get("/v1/public/clusters", headers=auth("ops-token"))
+    assert (listed.status_code, listed.json()["total"]) == (200, 0)
+    assert len((await door.get("/v1/public/machine-tiers", headers=auth("ops-token"))).json()["items"]) == 6
+
+
+async def test_a_deleted_token_is_401(door: httpx2.AsyncClient) -> None:
+    """R-AUTH-01."""
+    assert (await door.delete(f"/_reference/tokens/{seed.DEMO_MEMBER_TOKEN}", headers=REF)).status_code == 204
+    assert (await door.get(CLUSTER, headers=auth(seed.DEMO_MEMBER_TOKEN))).status_code == 401
+
+
+async def test_an_admin_cluster_is_born_running_and_listed(door: httpx2.AsyncClient) -> None:
+    body = {
+        "name": "bench",
+        "organisation": "payments",
+        "id": "bench-1",
+        "node_pools": [{"name": "a", "size": "dks.m5.large", "count": 3}],
+    }
+    created = await door.post("/_reference/clusters", headers=REF, json=body)
+    assert created.status_code == 201
+    assert (created.json()["id"], created.json()["total_vcpu"]) == ("bench-1", 6)
+    assert (await door.post("/_reference/clusters", headers=REF, json=body)).status_code == 409
+    await door.get("/v1/public/clusters/bench-1/nodes", headers=ADMIN)
+    await door.post("/_reference/clock/advance", headers=REF, json={"seconds": 2})
+    nodes = (await door.get("/v1/public/clusters/bench-1/nodes", headers=ADMIN)).json()["items"]
+    assert [n["status"] for n in nodes] == ["Running"] * 3
+    assert all(n["name"].startswith("bench-a-") for n in nodes)
+    listed = (await door.get("/v1/public/clusters", headers=ADMIN, params={"name": "bench"})).json()
+    assert [c["id"] for c in listed["items"]] == ["bench-1"]
+
+
+async def test_an_admin_cluster_with_an_invalid_pool_is_422(door: httpx2.AsyncClient) -> None:
+    body = {"name": "x", "organisation": "payments", "node_pools": [{"name": "a", "size": "dks.m5.large", "count": 0}]}
+    response = await door.post("/_reference/clusters", headers=REF, json=body)
+    assert (response.status_code, response.json()["rule"]) == (422, "R-ADD-05")
+
+
+async def test_the_phase_route_gates_mutations(door: httpx2.AsyncClient) -> None:
+    """R-PHASE-01: after the admin plane sets NodesReady, mutations are 409; Deprovisioned is 404 (R-AUTH-04)."""
+    phase = f"/_reference/clusters/{seed.DEMO_CLUSTER_ID}/phase"
+    assert (await door.put(phase, headers=REF, json={"phase": "NodesReady"})).json()["phase"] == "NodesReady"
+    assert (await door.patch(f"{CLUSTER}/node-pools/workers", headers=ADMIN, json={"count": 3})).status_code == 409
+    await door.put(phase, headers=REF, json={"phase": "Deprovisioned"})
+    assert (await door.get(CLUSTER, headers=ADMIN)).status_code == 404
+    assert (
+        await door.put("/_reference/clusters/nope/phase", headers=REF, json={"phase": "Provisioned"})
+    ).status_code == 404
+
+
+async def test_the_credit_route_gates_raises(door: httpx2.AsyncClient) -> None:
+    """R-CREDIT-01: with 1.0 of credit adding a node (0.17/h × 24 h = 4.08) is 402."""
+    credited = await door.put("/_reference/organisations/payments", headers=REF, json={"credit": 1.0})
+    assert credited.json() == {"name": "payments", "credit": 1.0}
+    response = await door.patch(f"{CLUSTER}/node-pools/workers", headers=ADMIN, json={"count": 3})
+    assert (response.status_code, response.json()["rule"]) == (402, "R-CREDIT-01")
+
+
+async def test_a_fault_with_a_count_fires_that_many_times(door: httpx2.AsyncClient) -> None:
+    fault = {"route": "GET /v1/public/clusters/{cluster_id}", "status": 503, "count": 2, "retry_after": 7}
+    created = await door.post("/_reference/faults", headers=REF, json=fault)
+    assert created.status_code == 201
+    assert created.json()["id"]
+    assert [f["remaining"] for f in (await door.get("/_reference/faults", headers=REF)).json()] == [2]
+    first = await door.get(CLUSTER, headers=ADMIN)
+    assert (first.status_code, first.headers["retry-after"]) == (503, "7")
+    assert (await door.get(f"{CLUSTER}/node-pools", headers=ADMIN)).status_code == 200  # another route
+    assert (await door.get(CLUSTER, headers=ADMIN)).status_code == 503
+    assert (await door.get(CLUSTER, headers=ADMIN)).status_code == 200
+
+
+async def test_a_fault_without_a_count_fires_until_removed(door: httpx2.AsyncClient) -> None:
+    await door.post("/_reference/faults", headers=REF, json={"route": "*", "status": 500, "count": None})
+    assert [(await door.get(CLUSTER, headers=ADMIN)).status_code for _ in range(3)] == [500, 500, 500]
+    assert (await door.delete("/_reference/faults", headers=REF)).status_code == 204
+    assert (await door.get(CLUSTER, headers=ADMIN)).status_code == 200
+    assert (await door.get("/_reference/faults", headers=REF)).json() == []
+
+
+async def test_a_fault_with_a_probability_is_reproducible_from_its_seed(door: httpx2.AsyncClient) -> None:
+    async def run() -> list[int]:
+        await door.delete("/_reference/faults", headers=REF)
+        fault = {"route": "*", "status": 503, "count": None, "probability": 0.5, "seed": 42}
+        await door.post("/_reference/faults", headers=REF, json=fault)
+        return [(await door.get(CLUSTER, headers=ADMIN)).status_code for _ in range(20)]
+
+    first, second = await run(), await run()
+    assert first == second
+    assert set(first) == {200, 503}
+
+
+async def test_a_fault_after_lets_the_change_happen_and_loses_the_answer(door: httpx2.AsyncClient) -> None:
+    """when=after: the pool is scaled, the answer is replaced; a retry with the same key replays the 202."""
+    await door.post("/_reference/faults", headers=REF, json={"route": PATCH_ROUTE, "status": 502, "when": "after"})
+    keyed = ADMIN | {"Idempotency-Key": "lost"}
+    lost = await door.patch(f"{CLUSTER}/node-pools/workers", headers=keyed, json={"count": 3})
+    assert lost.status_code == 502
+    pools = (await door.get(f"{CLUSTER}/node-pools", headers=ADMIN)).json()["items"]
+    assert pools[0]["count"] == 3
+    retry = await door.patch(f"{CLUSTER}/node-pools/workers", headers=keyed, json={"count": 3})
+    assert (retry.status_code, retry.headers["idempotent-replayed"]) == (202, "true")
+
+
+async def test_a_fault_with_an_invalid_route_is_422(door: httpx2.AsyncClient) -> None:
+    assert (await door.post("/_reference/faults", headers=REF, json={"route": "nonsense"})).status_code == 422
+    assert (await door.post("/_reference/faults", headers=REF, json={"route": "*", "extra": 1})).status_code == 422
+
+
+async def test_the_admin_plane_is_never_faulted(door: httpx2.AsyncClient) -> None:
+    await door.post("/_reference/faults", headers=REF, json={"route": "*", "status": 503, "count": None})
+    assert (await door.get("/_reference/clock", headers=REF)).status_code == 200
+    assert (await door.delete("/_reference/faults", headers=REF)).status_code == 204

@@ -1,0 +1,129 @@
+"""Persistence: an SQLite state file survives a restart, operations in flight included."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from reference_backend import seed
+from reference_backend.app import create_app
+from reference_backend.backend import ReferenceBackend
+from reference_backend.clock import ManualClock
+from tests.conftest import ADMIN_TOKEN, BASE_URL, auth
+
+pytestmark = pytest.mark.anyio
+
+ADMIN = auth(seed.DEMO_ADMIN_TOKEN)
+CLUSTER = f"/v1/public/clusters/{seed.DEMO_CLUSTER_ID}"
+
+
+@asynccontextmanager
+async def serve(backend: ReferenceBackend) -> AsyncIterator[httpx2.AsyncClient]:
+    app = create_app(backend, admin_token=ADMIN_TOKEN)
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE_URL) as client:
+        yield client
+
+
+async def test_a_restart_keeps_the_world_and_the_operation_in_flight_completes(tmp_path: Path) -> None:
+    """Every accepted mutation is committed before its 202; a new backend on the file carries on."""
+    state = tmp_path / "door.sqlite"
+    first = ReferenceBackend(ManualClock(), state_path=state)
+    async with serve(first) as door:
+        assert (
+            await door.patch(
+                f"{CLUSTER}/node-pools/workers", headers=ADMIN | {"Idempotency-Key": "p1"}, json={"count": 3}
+            )
+        ).status_code == 202
+        await door.put("/_reference/organisations/payments", headers=auth(ADMIN_TOKEN), json={"credit": 1234.5})
+        await door.put(
+            "/_reference/tokens/new-token",
+            headers=auth(ADMIN_TOKEN),
+            json={"organisation": "payments", "role": "member", "user": "nia"},
+        )
+        first.clock.advance(50)  # type: ignore[attr-defined]
+        before = (await door.get(f"{CLUSTER}/state", headers=ADMIN)).json()
+    # No close(): a crash right after the answers must lose nothing.
+
+    clock = ManualClock()
+    second = ReferenceBackend(clock, state_path=state)
+    assert clock.now().isoformat() == "2026-10-01T12:00:50+00:00"  # the simulated time survives
+    assert second.credit("payments") == 1234.5
+    async with serve(second) as door:
+        assert (await door.get(f"{CLUSTER}/state", headers=ADMIN)).json() == before
+        assert before["operations"][0]["status"] == "running"
+        assert (await door.get(CLUSTER, headers=auth("new-token"))).status_code == 200
+        replay = await door.patch(
+            f"{CLUSTER}/node-pools/workers", headers=ADMIN | {"Idempotency-Key": "p1"}, json={"count": 3}
+        )
+        assert replay.headers["idempotent-replayed"] == "true"
+        clock.advance(70)
+        op = (await door.get(f"{CLUSTER}/state", headers=ADMIN)).json()["operations"][0]
+        assert (op["status"], op["message"], op["finished_at"]) == (
+            "succeeded",
+            "3/3 workers Running",
+            "2026-10-01T12:02:00Z",
+        )
+    second.close()
+
+
+async def test_a_new_file_is_seeded_and_an_existing_one_is_reloaded_not_reseeded(tmp_path: Path) -> None:
+    """The seed applies to an empty file only."""
+    state = tmp_path / "door.sqlite"
+    first = ReferenceBackend(ManualClock(), state_path=state, seed="demo")
+    async with serve(first) as door:
+        await door.post(f"{CLUSTER}/node-pools", headers=ADMIN, json={"name": "batch", "size": "dks.c5.large"})
+    first.close()
+    second = ReferenceBackend(ManualClock(), state_path=state, seed="empty")
+    async with serve(second) as door:
+        names = [p["name"] for p in (await door.get(f"{CLUSTER}/node-pools", headers=ADMIN)).json()["items"]]
+    assert names == ["workers", "batch"]
+    second.close()
+
+
+async def test_a_mutation_of_one_pool_rewrites_only_its_rows(tmp_path: Path) -> None:
+    """Design for size: a patch writes the pool row and the operation row, not every cluster and pool."""
+    state = tmp_path / "door.sqlite"
+    backend = ReferenceBackend(ManualClock(), state_path=state)
+    writes: list[str] = []
+    store = backend._store
+    original = store.write
+
+    def spy(upserts: dict[tuple[str, str], object], deletes: set[tuple[str, str]]) -> None:
+        writes.extend(f"{table}:{key}" for table, key in upserts)
+        original(upserts, deletes)
+
+    store.write = spy  # type: ignore[method-assign]
+    async with serve(backend) as door:
+        await door.patch(f"{CLUSTER}/node-pools/workers", headers=ADMIN, json={"count": 3})
+    tables = sorted({w.split(":")[0] for w in writes})
+    assert tables == ["meta", "operations", "pools"]
+    assert [w for w in writes if w.startswith("pools:")] == [f"pools:{seed.DEMO_POOL_ID}"]
+    backend.close()
+
+
+async def test_two_hundred_pools_of_two_hundred_nodes_list_in_one_request(tmp_path: Path) -> None:
+    """Design for size: 40,000 workers are listed from memory in one request, no per-node queries."""
+    backend = ReferenceBackend(ManualClock(), state_path=tmp_path / "big.sqlite")
+    from backend_client.models import PublicNodePoolCreateRequest
+
+    backend.install_cluster(
+        name="big",
+        organisation="payments",
+        cluster_id="big",
+        pools=[PublicNodePoolCreateRequest(name=f"p{i}", size="dks.c5.large", count=200) for i in range(200)],
+    )
+    async with serve(backend) as door:
+        await door.get("/v1/public/clusters/big/nodes", headers=ADMIN)
+        backend.clock.advance(2)  # type: ignore[attr-defined]
+        body = (await door.get("/v1/public/clusters/big/nodes", headers=ADMIN)).json()
+        assert body["total"] == 40_000
+        pools = (await door.get("/v1/public/clusters/big/node-pools", headers=ADMIN)).json()
+        assert pools["total"] == 200
+    backend.close()
+    rows = sqlite3.connect(tmp_path / "big.sqlite").execute("SELECT COUNT(*) FROM pools").fetchone()[0]
+    assert rows == 200 + 3  # the demo seed has three pools
