@@ -1,15 +1,59 @@
-"""The ``maya-tools`` command: one entry point, one subcommand per job."""
+"""The ``maya-tools`` command: one entry point, one subcommand per job.
+
+``serve`` speaks MCP on stdout when on stdio, so it never prints: logs go to stderr.
+"""
 
 from __future__ import annotations
 
+import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
 USAGE = """usage: maya-tools COMMAND [options]
 
 commands:
-  reference-backend   run the Door API reference backend (see --help)
+  demo                walk the API page's examples through the MCP server, with approvals (start here)
+  serve               run the MCP server (stdio by default; --transport streamable-http)
+  reference-backend   run the Door API reference backend on its own
 """
+
+
+def _serve(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="maya-tools serve", description="Run the maya-tools MCP server.")
+    parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP only; loopback unless you say otherwise")
+    parser.add_argument("--port", type=int, default=8765, help="HTTP only")
+    parser.add_argument("--read-only", action="store_true", help="register only the read tools")
+    parser.add_argument("--card-store", help="SQLite file for cards (default: under the user's state directory)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+
+    from maya_tools.server import build_server
+    from maya_tools.settings import Settings
+
+    settings = Settings.from_env(read_only=args.read_only or None, card_store=args.card_store)
+    if settings.card_store != ":memory:":
+        from pathlib import Path
+
+        Path(settings.card_store).parent.mkdir(parents=True, exist_ok=True)
+    if args.transport == "stdio":
+        import anyio
+
+        server = build_server(settings, transport="stdio")
+        anyio.run(server.run_stdio_async)
+        return 0
+
+    import uvicorn
+
+    from maya_tools.http import RequireBearer
+
+    server = build_server(settings, transport="streamable-http")
+    app = RequireBearer(server.streamable_http_app(host=args.host))
+    logging.getLogger("maya_tools").info("MCP over streamable HTTP at http://%s:%d/mcp", args.host, args.port)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -18,6 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE, end="")
         return 0 if args else 2
     command, rest = args[0], args[1:]
+    if command == "serve":
+        return _serve(rest)
+    if command == "demo":
+        from maya_tools.demo import main as demo_main
+
+        return demo_main(rest)
     if command == "reference-backend":
         from reference_backend.cli import main as reference_backend_main
 

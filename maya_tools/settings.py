@@ -1,0 +1,52 @@
+"""Settings, read once from the environment. No other module reads environment variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def default_card_store() -> Path:
+    """The card store under the user's state directory (XDG_STATE_HOME, else ~/.local/state)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "maya-tools" / "cards.sqlite3"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the server needs to know about its surroundings.
+
+    ``door_api_url`` None means: start the reference backend in-process with the demo seed.
+    ``door_token`` serves stdio only; over HTTP every caller brings their own token.
+    """
+
+    door_api_url: str | None = None
+    door_token: str | None = field(default=None, repr=False)
+    card_store: str = ":memory:"
+    read_only: bool = False
+    card_ttl_seconds: float = 600.0
+    reference_time_scale: float = 10.0
+    approver: str = "local user"
+
+    @property
+    def embedded(self) -> bool:
+        return self.door_api_url is None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        """Read ``DOOR_API_URL``, ``DOOR_TOKEN``, ``MAYA_CARD_STORE``, ``MAYA_READ_ONLY``,
+        ``MAYA_CARD_TTL_SECONDS``, ``MAYA_REFERENCE_TIME_SCALE`` and ``MAYA_USER``; keyword overrides win."""
+        env = os.environ if env is None else env
+        values: dict[str, object] = {
+            "door_api_url": env.get("DOOR_API_URL") or None,
+            "door_token": env.get("DOOR_TOKEN") or None,
+            "card_store": env.get("MAYA_CARD_STORE") or str(default_card_store()),
+            "read_only": env.get("MAYA_READ_ONLY", "").lower() in {"1", "true", "yes", "on"},
+            "card_ttl_seconds": float(env.get("MAYA_CARD_TTL_SECONDS") or 600.0),
+            "reference_time_scale": float(env.get("MAYA_REFERENCE_TIME_SCALE") or 10.0),
+            "approver": env.get("MAYA_USER") or env.get("USER") or "local user",
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]

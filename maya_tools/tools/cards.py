@@ -1,0 +1,38 @@
+"""Reading a confirmation card: what it would do, its status and its history. Approving is not here."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
+
+from confirmation_cards import AuditEvent, Card, render_markdown
+from maya_tools.runtime import runtime_of
+
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+class CardView(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    card: Card
+    rendered: str = Field(description="The card as a person sees it (Markdown).")
+    audit: list[AuditEvent] = Field(description="Who created, approved, declined or executed it, and when.")
+
+
+def register(mcp: MCPServer[Any]) -> None:
+    @mcp.tool(annotations=READ)
+    async def get_card(
+        ctx: Context[Any, Any],
+        card_id: Annotated[str, Field(description="The card's id, as a change tool returned it (`card_…`).")],
+    ) -> CardView:
+        """Show a confirmation card, its status (pending, executed, declined, expired, stale, failed) and its audit trail."""
+        runtime = runtime_of(ctx)
+        runtime.service.expire_due()
+        card = runtime.store.get(card_id)
+        if card is None:
+            raise ToolError(f"No confirmation card {card_id!r}. Change tools return the id of the card they make.")
+        return CardView(card=card, rendered=render_markdown(card), audit=runtime.store.audit(card_id))

@@ -1,0 +1,216 @@
+"""Change tools. Each one plans a confirmation card, asks a person to approve it, and only then
+calls Door, once. No argument of these tools approves anything.
+
+This module does not use ``from __future__ import annotations``: the SDK evaluates the
+``Resolve(plan)`` annotations of the closures below at registration time.
+"""
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from backend_client import rules
+from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
+from confirmation_cards import Card
+from maya_tools.approval import ChangeResult, Confirm, NoApprovalChannel, Plan, ask, decide, keep_or_store
+from maya_tools.errors import door_errors
+from maya_tools.runtime import runtime_of
+
+ClusterArg = Annotated[str, Field(description="The cluster's name (for example `payments-prod`) or its id.")]
+PoolArg = Annotated[str, Field(description="The node pool's name, for example `workers`.")]
+CountArg = Annotated[int | None, Field(ge=0, le=200, description="Number of workers, 0–200 (0 only with autoscaling).")]
+AutoArg = Annotated[bool | None, Field(description="Turn autoscaling on (true) or off (false).")]
+MinArg = Annotated[int | None, Field(ge=0, le=200, description="Autoscaling lower bound (Door fills 1 if omitted).")]
+MaxArg = Annotated[int | None, Field(ge=0, le=200, description="Autoscaling upper bound; required with autoscaling.")]
+MapArg = Annotated[
+    dict[str, str] | None, Field(description="Replaces the stored map. Not applied as Kubernetes node labels.")
+]
+
+
+def _change(destructive: bool) -> ToolAnnotations:
+    return ToolAnnotations(
+        read_only_hint=False, destructive_hint=destructive, idempotent_hint=False, open_world_hint=True
+    )
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _asker(plan: Plan) -> Any:
+    async def ask_about_card(
+        card: Annotated[Card, Resolve(plan)], ctx: Context[Any, Any]
+    ) -> Elicit[Confirm] | NoApprovalChannel:
+        return await ask(card, ctx)
+
+    ask_about_card.__qualname__ = f"ask_about_{plan.__name__}"
+    return ask_about_card
+
+
+async def plan_add(
+    cluster: str,
+    name: str,
+    size: str,
+    count: int | None,
+    auto_scale: bool | None,
+    min_nodes: int | None,
+    max_nodes: int | None,
+    labels: dict[str, str] | None,
+    tags: dict[str, str] | None,
+    ctx: Context[Any, Any],
+) -> Card:
+    runtime = runtime_of(ctx)
+    request = PublicNodePoolCreateRequest(
+        **_given(
+            name=name,
+            size=size,
+            count=count,
+            auto_scale=auto_scale,
+            min_nodes=min_nodes,
+            max_nodes=max_nodes,
+            labels=labels,
+            tags=tags,
+        )
+    )
+    with door_errors():
+        planned = await runtime.planner(runtime.door(ctx)).add_node_pool(cluster, request)
+    return await keep_or_store(runtime, planned, ctx)
+
+
+async def plan_scale(
+    cluster: str,
+    pool: str,
+    count: int | None,
+    auto_scale: bool | None,
+    min_nodes: int | None,
+    max_nodes: int | None,
+    size: str | None,
+    ctx: Context[Any, Any],
+) -> Card:
+    runtime = runtime_of(ctx)
+    if size is not None:
+        # R-PATCH-01/R-PATCH-10: the tier of a pool never changes; say how to move instead.
+        raise ToolError(
+            "Refused before any change (no card was made): " + rules.patch_field_violations({"size": size})[0].explain()
+        )
+    patch = PublicNodePoolPatchRequest(
+        **_given(count=count, auto_scale=auto_scale, min_nodes=min_nodes, max_nodes=max_nodes)
+    )
+    with door_errors():
+        planned = await runtime.planner(runtime.door(ctx)).scale_node_pool(cluster, pool, patch)
+    return await keep_or_store(runtime, planned, ctx)
+
+
+async def plan_relabel(
+    cluster: str, pool: str, labels: dict[str, str] | None, tags: dict[str, str] | None, ctx: Context[Any, Any]
+) -> Card:
+    runtime = runtime_of(ctx)
+    patch = PublicNodePoolPatchRequest(**_given(labels=labels, tags=tags))
+    with door_errors():
+        planned = await runtime.planner(runtime.door(ctx)).relabel_node_pool(cluster, pool, patch)
+    return await keep_or_store(runtime, planned, ctx)
+
+
+async def plan_remove(cluster: str, pool: str, ctx: Context[Any, Any]) -> Card:
+    runtime = runtime_of(ctx)
+    with door_errors():
+        planned = await runtime.planner(runtime.door(ctx)).remove_node_pool(cluster, pool)
+    return await keep_or_store(runtime, planned, ctx)
+
+
+async def plan_replace(cluster: str, node_name: str, ctx: Context[Any, Any]) -> Card:
+    runtime = runtime_of(ctx)
+    with door_errors():
+        planned = await runtime.planner(runtime.door(ctx)).replace_node(cluster, node_name)
+    return await keep_or_store(runtime, planned, ctx)
+
+
+ask_add = _asker(plan_add)
+ask_scale = _asker(plan_scale)
+ask_relabel = _asker(plan_relabel)
+ask_remove = _asker(plan_remove)
+ask_replace = _asker(plan_replace)
+
+
+def register(mcp: MCPServer[Any]) -> None:
+    @mcp.tool(annotations=_change(destructive=False))
+    async def add_node_pool(
+        cluster: ClusterArg,
+        name: Annotated[str, Field(description="The new pool's name: a DNS label, unique in the cluster.")],
+        size: Annotated[str, Field(description="Machine tier id, for example `dks.m5.xlarge` (list_machine_tiers).")],
+        card: Annotated[Card, Resolve(plan_add)],
+        answer: Annotated[ElicitationResult[Confirm], Resolve(ask_add)],
+        ctx: Context[Any, Any],
+        count: CountArg = None,
+        auto_scale: AutoArg = None,
+        min_nodes: MinArg = None,
+        max_nodes: MaxArg = None,
+        labels: MapArg = None,
+        tags: MapArg = None,
+    ) -> ChangeResult:
+        """Add a node pool. Shows a confirmation card; Door is called only if a person approves it."""
+        return await decide(card, answer, ctx)
+
+    @mcp.tool(annotations=_change(destructive=True))
+    async def scale_node_pool(
+        cluster: ClusterArg,
+        pool: PoolArg,
+        card: Annotated[Card, Resolve(plan_scale)],
+        answer: Annotated[ElicitationResult[Confirm], Resolve(ask_scale)],
+        ctx: Context[Any, Any],
+        count: CountArg = None,
+        auto_scale: AutoArg = None,
+        min_nodes: MinArg = None,
+        max_nodes: MaxArg = None,
+        size: Annotated[
+            str | None,
+            Field(description="Not changeable (R-PATCH-10): giving it only explains how to move to another tier."),
+        ] = None,
+    ) -> ChangeResult:
+        """Scale a pool to a fixed count, or turn autoscaling on or off with its bounds.
+
+        Shows a confirmation card; Door is called only if a person approves it."""
+        return await decide(card, answer, ctx)
+
+    @mcp.tool(annotations=_change(destructive=True))
+    async def relabel_node_pool(
+        cluster: ClusterArg,
+        pool: PoolArg,
+        card: Annotated[Card, Resolve(plan_relabel)],
+        answer: Annotated[ElicitationResult[Confirm], Resolve(ask_relabel)],
+        ctx: Context[Any, Any],
+        labels: MapArg = None,
+        tags: MapArg = None,
+    ) -> ChangeResult:
+        """Replace a pool's labels and/or tags. They are stored on the pool, not applied as Kubernetes
+        node labels (R-POOL-05): use `kubectl label node` for scheduling. Needs a person's approval."""
+        return await decide(card, answer, ctx)
+
+    @mcp.tool(annotations=_change(destructive=True))
+    async def remove_node_pool(
+        cluster: ClusterArg,
+        pool: PoolArg,
+        card: Annotated[Card, Resolve(plan_remove)],
+        answer: Annotated[ElicitationResult[Confirm], Resolve(ask_remove)],
+        ctx: Context[Any, Any],
+    ) -> ChangeResult:
+        """Remove a node pool and drain its workers. The last pool of a cluster cannot be removed
+        (R-DEL-01). Shows a confirmation card; Door is called only if a person approves it."""
+        return await decide(card, answer, ctx)
+
+    @mcp.tool(annotations=_change(destructive=True))
+    async def replace_node(
+        cluster: ClusterArg,
+        node_name: Annotated[
+            str, Field(description="The worker's name as `kubectl get nodes` or list_nodes shows it.")
+        ],
+        card: Annotated[Card, Resolve(plan_replace)],
+        answer: Annotated[ElicitationResult[Confirm], Resolve(ask_replace)],
+        ctx: Context[Any, Any],
+    ) -> ChangeResult:
+        """Replace one worker: Door drains it and brings up a new one, keeping the pool's count
+        (R-RNODE-02). Use it to recycle a bad node, not to scale down. Needs a person's approval."""
+        return await decide(card, answer, ctx)

@@ -1,0 +1,82 @@
+"""The tool surface: a committed snapshot, explicit annotations, read-only mode, no way to approve."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from maya_tools.server import build_server
+from maya_tools.settings import Settings
+from reference_backend.backend import ReferenceBackend
+from tests.maya_tools.conftest import MODES
+
+pytestmark = pytest.mark.anyio
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "tools.json"
+READ_TOOLS = {
+    "list_clusters",
+    "get_cluster",
+    "list_node_pools",
+    "list_nodes",
+    "list_machine_tiers",
+    "get_cluster_operations",
+    "get_card",
+}
+CHANGE_TOOLS = {"add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool", "replace_node"}
+
+
+async def tools_of(server: Any, mode: str = "legacy") -> list[dict[str, Any]]:
+    async with Client(server, mode=mode) as client:
+        listing = await client.list_tools()
+    return [
+        tool.model_dump(
+            mode="json",
+            by_alias=True,
+            exclude_none=True,
+            include={"name", "description", "input_schema", "output_schema", "annotations"},
+        )
+        for tool in sorted(listing.tools, key=lambda t: t.name)
+    ]
+
+
+async def test_tools_list_matches_the_committed_snapshot(server: Any) -> None:
+    """Any change to a name, schema or annotation shows as a diff. Re-record: MAYA_UPDATE_SNAPSHOTS=1 pytest …"""
+    tools = await tools_of(server)
+    rendered = json.dumps(tools, indent=2, sort_keys=True) + "\n"
+    if os.environ.get("MAYA_UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOT.parent.mkdir(exist_ok=True)
+        SNAPSHOT.write_text(rendered)
+    assert SNAPSHOT.exists(), "no snapshot yet: run with MAYA_UPDATE_SNAPSHOTS=1 once and commit it"
+    assert rendered == SNAPSHOT.read_text(), "tools/list changed: if on purpose, re-record the snapshot"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_every_tool_declares_all_four_annotations(server: Any, mode: str) -> None:
+    tools = await tools_of(server, mode)
+    assert {t["name"] for t in tools} == READ_TOOLS | CHANGE_TOOLS
+    for tool in tools:
+        hints = tool.get("annotations", {})
+        for hint in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"):
+            assert hint in hints, f"{tool['name']} does not declare {hint}"
+        assert hints["readOnlyHint"] is (tool["name"] in READ_TOOLS)
+        assert "outputSchema" in tool, f"{tool['name']} has no structured result"
+
+
+async def test_read_only_mode_registers_only_read_tools(backend: ReferenceBackend) -> None:
+    server = build_server(Settings(card_store=":memory:", read_only=True), backend=backend)
+    tools = await tools_of(server)
+    assert {t["name"] for t in tools} == READ_TOOLS
+    assert all(t["annotations"]["readOnlyHint"] is True for t in tools)
+
+
+async def test_no_tool_argument_can_approve_a_card(server: Any) -> None:
+    """DESIGN.md property 1: the model never approves. No argument of any tool reads like approval."""
+    for tool in await tools_of(server):
+        names = set(tool["inputSchema"].get("properties", {}))
+        assert not names & {"approve", "approved", "confirm", "confirmed", "card", "answer", "yes"}, tool["name"]
+        assert not tool["name"].startswith(("approve", "confirm"))

@@ -1,0 +1,172 @@
+"""The server as a real process: over stdio (as an IDE launches it) and over streamable HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_MEMBER_TOKEN
+from tests.maya_tools.conftest import MODES, Person
+
+pytestmark = pytest.mark.anyio
+
+SCALE = ("scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": 3})
+
+
+def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DOOR_API_URL", "DOOR_TOKEN"}}
+    env.update({"MAYA_CARD_STORE": str(tmp_path / "cards.sqlite3"), "MAYA_REFERENCE_TIME_SCALE": "100"})
+    env.update(extra)
+    return env
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_stdio_server_asks_and_executes_once(tmp_path: Path, mode: str) -> None:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "maya_tools.cli", "serve"], env=server_env(tmp_path)
+    )
+    person = Person("accept")
+    async with Client(params, mode=mode, elicitation_callback=person) as client:
+        clusters = await client.call_tool("list_clusters", {})
+        assert clusters.structured_content is not None
+        assert "embedded reference backend" in clusters.structured_content["backend"]
+        result = await client.call_tool(*SCALE)
+        again = await client.call_tool("get_cluster", {"cluster": "payments-prod"})
+    assert result.structured_content is not None and result.structured_content["changed"] is True
+    assert len(person.messages) == 1
+    assert again.structured_content is not None
+    assert [p["count"] for p in again.structured_content["node_pools"] if p["name"] == "workers"] == [3]
+
+
+def read_line(process: subprocess.Popen[bytes], deadline: float) -> bytes:
+    """One line of the server's stdout, or fail at the deadline instead of hanging."""
+    assert process.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+            raise AssertionError("the server did not answer in time")
+    return process.stdout.readline()
+
+
+def test_stdio_server_writes_only_protocol_to_stdout(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "maya_tools.cli", "serve", "--log-level", "DEBUG"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=server_env(tmp_path),
+    )
+    assert process.stdin is not None and process.stderr is not None
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
+    deadline = time.monotonic() + 60
+    lines: list[bytes] = []
+    try:
+        process.stdin.write(json.dumps(initialize).encode() + b"\n")
+        process.stdin.flush()
+        lines.append(read_line(process, deadline))
+        for message in (
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_clusters", "arguments": {}}},
+        ):
+            process.stdin.write(json.dumps(message).encode() + b"\n")
+        process.stdin.flush()
+        lines.append(read_line(process, deadline))
+        process.stdin.close()
+        process.wait(timeout=30)
+        rest = process.stdout.read() if process.stdout else b""
+        err = process.stderr.read()
+    finally:
+        process.kill()
+    lines += [line for line in rest.splitlines() if line.strip()]
+    answers = [json.loads(line) for line in lines]
+    assert all(answer["jsonrpc"] == "2.0" for answer in answers)
+    assert [answer.get("id") for answer in answers if "id" in answer] == [1, 2]
+    assert b"embedded reference backend" in err  # the log went to stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def http_server(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "maya_tools.cli", "serve", "--transport", "streamable-http", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=server_env(tmp_path),
+    )
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    detail = process.stderr.read().decode() if process.stderr else "server did not start"
+                    raise RuntimeError(detail) from None
+                time.sleep(0.05)  # waiting for a process to bind, not for state
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def http_url(tmp_path: Path) -> Iterator[str]:
+    with http_server(tmp_path) as url:
+        yield url
+
+
+async def test_http_request_without_a_bearer_token_is_refused(http_url: str) -> None:
+    async with httpx2.AsyncClient() as raw:
+        response = await raw.post(http_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert response.status_code == 401
+    assert "Bearer" in response.headers["www-authenticate"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_http_calls_door_with_each_callers_own_token(http_url: str, mode: str) -> None:
+    """The member's bearer is refused (R-AUTH-03); the admin's own bearer makes the change."""
+    headers = {"Authorization": f"Bearer {DEMO_MEMBER_TOKEN}"}
+    async with (
+        httpx2.AsyncClient(headers=headers) as http,
+        Client(
+            streamable_http_client(http_url, http_client=http), mode=mode, elicitation_callback=Person("accept")
+        ) as client,
+    ):
+        refused = await client.call_tool(*SCALE)
+    assert refused.is_error and "R-AUTH-03" in refused.content[0].text  # type: ignore[union-attr]
+
+    person = Person("accept")
+    headers = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
+    async with (
+        httpx2.AsyncClient(headers=headers) as http,
+        Client(streamable_http_client(http_url, http_client=http), mode=mode, elicitation_callback=person) as client,
+    ):
+        done = await client.call_tool(*SCALE)
+    assert done.structured_content is not None and done.structured_content["changed"] is True
+    assert len(person.messages) == 1
