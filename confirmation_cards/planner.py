@@ -393,9 +393,15 @@ class Planner:
         return {tier.id: tier for tier in tiers.items}
 
     async def _require_super_admin(self, cluster: Cluster) -> None:
-        """R-AUTH-03 without a "who am I" route: an empty PATCH answers 403 to a member, 422 to a super_admin."""
+        """R-AUTH-03 without a "who am I" route: an empty PATCH answers 403 to a member, 422 to a super_admin.
+
+        The probe names an existing pool when there is one, so a Door that looks the pool up before
+        the role cannot answer 404. Any answer other than 403 or 422 (a 409 for the phase, say) is
+        inconclusive: the card is made, and Door itself refuses a member at approval.
+        """
+        alive = next((p.name for p in cluster.node_pools if p.lifecycle == "active"), PROBE_POOL)
         try:
-            await self._door.update_node_pool(cluster.id, PROBE_POOL, PublicNodePoolPatchRequest())
+            await self._door.update_node_pool(cluster.id, alive, PublicNodePoolPatchRequest())
         except Forbidden as error:
             raise PreflightError(
                 Violation(
@@ -408,10 +414,8 @@ class Planner:
             ) from error
         except Unauthorized as error:
             raise _refusal_from(error) from error
-        except DoorStatusError as error:
-            if error.status_code == 422:
-                return  # R-PATCH-02: Door got past the role check, so the token is a super_admin.
-            raise _refusal_from(error) from error
+        except DoorStatusError:
+            return  # 422 (R-PATCH-02): past the role check, a super_admin; anything else: inconclusive.
 
     def _alive_pool(self, cluster: Cluster, name: str, *, rule: str) -> NodePool:
         """R-PATCH-07 / R-DEL-03: the pool must exist and not be deleting (404 otherwise)."""
