@@ -8,20 +8,14 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
+import prompts
+from maya_tools import prompts as mcp_prompts
 from maya_tools.runtime import Runtime, Transport, open_runtime
 from maya_tools.settings import Settings
 from maya_tools.tools import cards, changes, read
 from reference_backend.backend import ReferenceBackend
 
-INSTRUCTIONS = """\
-maya-tools changes Door Kubernetes Service (DKS) node pools and nodes, safely.
-Read before you change: list_clusters, get_cluster, list_node_pools, list_nodes, get_cluster_operations.
-Every change tool (add_node_pool, scale_node_pool, relabel_node_pool, remove_node_pool, replace_node)
-makes a confirmation card and asks the person to approve it; Door is called only after approval.
-Say a change happened only when the result says `changed: true`. Refusals name the rule and the fix.
-Pool labels and tags are not Kubernetes node labels. A pool's machine tier cannot change: add a new
-pool, wait until it is up, then remove the old one.
-"""
+INSTRUCTIONS = prompts.render("instructions.md.j2")
 
 
 def build_server(
@@ -38,6 +32,7 @@ def build_server(
     mcp: MCPServer[Runtime] = MCPServer("maya-tools", instructions=INSTRUCTIONS, lifespan=lifespan)
     read.register(mcp)
     cards.register(mcp)
+    mcp_prompts.register(mcp)
     if not settings.read_only:
         changes.register(mcp)
     return mcp
