@@ -4,10 +4,10 @@ the approval service, and the embedded reference backend when no Door URL is con
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import anyio
@@ -92,10 +92,17 @@ class Runtime:
     def planner(self, door: DoorClient) -> Planner:
         return Planner(door, clock=self.now, ttl=timedelta(seconds=self.settings.card_ttl_seconds))
 
-    def now(self) -> Any:
-        from datetime import UTC, datetime
+    def now(self) -> datetime:
+        return card_time(self.clock)()
 
-        return self.clock.now() if self.clock is not None else datetime.now(UTC)
+
+def card_time(clock: Clock | None) -> Callable[[], datetime]:
+    """The time cards are made, expire and are decided by: the wall clock, so a person has a card's
+    whole lifetime to read it even when the embedded backend runs fast; a manual clock (tests)
+    replaces it entirely."""
+    if isinstance(clock, ManualClock):
+        return clock.now
+    return lambda: datetime.now(UTC)
 
 
 def runtime_of(ctx: Context[Any, Any]) -> Runtime:
@@ -128,8 +135,7 @@ async def open_runtime(
         clock = None
         logger.info("Door API at %s", base_url)
     store = SqliteCardStore(settings.card_store)
-    now = clock.now if clock is not None else None
-    service = ApprovalService(store, clock=now) if now is not None else ApprovalService(store)
+    service = ApprovalService(store, clock=card_time(clock))
     try:
         yield Runtime(settings, transport, http, base_url, store, service, clock, backend)
     finally:

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-def default_card_store() -> Path:
+def default_card_store(env: Mapping[str, str]) -> Path:
     """The card store under the user's state directory (XDG_STATE_HOME, else ~/.local/state)."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    base = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local" / "state")
     return Path(base) / "maya-tools" / "cards.sqlite3"
 
 
@@ -42,7 +42,7 @@ class Settings:
         values: dict[str, object] = {
             "door_api_url": env.get("DOOR_API_URL") or None,
             "door_token": env.get("DOOR_TOKEN") or None,
-            "card_store": env.get("MAYA_CARD_STORE") or str(default_card_store()),
+            "card_store": env.get("MAYA_CARD_STORE") or str(default_card_store(env)),
             "read_only": env.get("MAYA_READ_ONLY", "").lower() in {"1", "true", "yes", "on"},
             "card_ttl_seconds": float(env.get("MAYA_CARD_TTL_SECONDS") or 600.0),
             "reference_time_scale": float(env.get("MAYA_REFERENCE_TIME_SCALE") or 10.0),
@@ -50,3 +50,34 @@ class Settings:
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
+
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+_MODEL_ONLY = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    """What ``maya-tools chat`` and ``maya-tools eval`` need: the model, its key, the server's environment.
+
+    ``anthropic_api_key`` None means offline: the chat uses its built-in interpreter instead of a model.
+    ``server_env`` is the environment a stdio server is started with; the model's key is not in it.
+    """
+
+    model: str = DEFAULT_MODEL
+    anthropic_api_key: str | None = field(default=None, repr=False)
+    door_token: str | None = field(default=None, repr=False)
+    user: str | None = None
+    server_env: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ChatSettings:
+        """Read ``MAYA_MODEL``, ``ANTHROPIC_API_KEY``, ``DOOR_TOKEN`` and ``MAYA_USER`` (else ``USER``)."""
+        env = os.environ if env is None else env
+        return cls(
+            model=env.get("MAYA_MODEL") or DEFAULT_MODEL,
+            anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,
+            door_token=env.get("DOOR_TOKEN") or None,
+            user=env.get("MAYA_USER") or env.get("USER") or None,
+            server_env={k: v for k, v in env.items() if k not in _MODEL_ONLY},
+        )

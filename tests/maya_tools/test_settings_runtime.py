@@ -1,0 +1,54 @@
+"""Settings come from the environment once; cards live on the wall clock unless a test drives time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from maya_tools.runtime import card_time
+from maya_tools.settings import Settings
+from reference_backend.clock import ManualClock, ScaledClock
+
+
+def test_settings_read_every_variable_once() -> None:
+    env = {
+        "DOOR_API_URL": "https://door.example",
+        "DOOR_TOKEN": "secret-token",
+        "MAYA_CARD_STORE": "/tmp/cards.sqlite3",
+        "MAYA_READ_ONLY": "true",
+        "MAYA_CARD_TTL_SECONDS": "120",
+        "MAYA_REFERENCE_TIME_SCALE": "50",
+        "MAYA_USER": "ada",
+    }
+    settings = Settings.from_env(env)
+    assert settings.door_api_url == "https://door.example" and not settings.embedded
+    assert settings.door_token == "secret-token"
+    assert settings.card_store == "/tmp/cards.sqlite3"
+    assert settings.read_only is True
+    assert settings.card_ttl_seconds == 120.0
+    assert settings.reference_time_scale == 50.0
+    assert settings.approver == "ada"
+    assert "secret-token" not in repr(settings)
+
+
+def test_no_door_url_means_the_embedded_backend_and_overrides_win() -> None:
+    settings = Settings.from_env({"HOME": "/home/ada", "XDG_STATE_HOME": "/state"}, read_only=True)
+    assert settings.embedded and settings.read_only
+    assert settings.card_store == "/state/maya-tools/cards.sqlite3"
+
+
+def test_cards_expire_on_the_wall_clock_even_when_the_embedded_backend_runs_fast() -> None:
+    """A person gets a card's whole lifetime to read it, whatever the simulated time scale."""
+    fast = ScaledClock(time_scale=1_000_000)
+    now = datetime.now(UTC)
+    assert abs(card_time(fast)() - now) < timedelta(seconds=5)
+    assert abs(fast.now() - now) > timedelta(days=1)  # the backend's own time is elsewhere
+
+
+def test_a_manual_clock_drives_card_time_in_tests() -> None:
+    clock = ManualClock()
+    clock.advance(3600)
+    assert card_time(clock)() == clock.now()
+
+
+def test_the_card_store_defaults_under_home_without_xdg_state_home() -> None:
+    assert Settings.from_env({"HOME": "/home/ada"}).card_store == "/home/ada/.local/state/maya-tools/cards.sqlite3"
