@@ -84,6 +84,12 @@ async def test_an_approved_card_makes_exactly_one_change_with_its_body(
     new = [op for op in after if op["id"] not in {o["id"] for o in before}]
     assert [op["kind"] for op in new] == [kind]
     assert data["operation_id"] == new[0]["id"]
+    if kind != "node.replace":  # Door now holds exactly what the card's body asked for
+        stored = await pool(door, arguments.get("pool") or arguments["name"])
+        assert stored is not None
+        assert {field: stored[field] for field in body if field != "name"} == {
+            k: v for k, v in body.items() if k != "name"
+        }
 
 
 @pytest.mark.parametrize("mode", MODES)
