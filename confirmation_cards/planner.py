@@ -43,6 +43,9 @@ from confirmation_cards.targets import DRAINING, fingerprint, node_snapshot, poo
 T = TypeVar("T")
 
 DEFAULT_TTL = timedelta(minutes=10)  # DESIGN.md property 4
+# A card about nodes should show them as they are: wait this long (Door's time) for a fresh node
+# list (R-NODE-03/04) before planning on a cold or stale one, which the card then says.
+NODES_FRESH_TIMEOUT = 5.0
 API_PREFIX = "/v1/public"
 # The role probe patches this pool name with an empty body. Door checks the role (403, R-AUTH-03)
 # before the body (422, R-PATCH-02) and both come before it looks the pool up, so the name never
@@ -224,7 +227,7 @@ class Planner:
         in_flight = any(
             op.status == "running" and op.kind == "node.replace" and op.target == node_name for op in state.operations
         )
-        nodes = await self._read(self._door.list_nodes(found.id))
+        nodes = await self._read(self._door.list_nodes(found.id, fresh=True, fresh_timeout=NODES_FRESH_TIMEOUT))
         node = next((n for n in nodes.items if n.name == node_name), None)
         if in_flight or (node is not None and node.status == "Deleting"):
             _refuse(
@@ -452,7 +455,7 @@ class Planner:
                     409,
                     "pool",
                     f"pool {pool!r} is busy with operation {busy.id} ({busy.kind}, started {busy.started_at:%H:%M:%S})",
-                    "Wait until that operation finishes (get_cluster_state), then ask again.",
+                    "Wait until that operation finishes (get_cluster_operations can follow it), then ask again.",
                 )
             )
 
@@ -460,7 +463,7 @@ class Planner:
         """How many workers a pool delete drains: the node list when it knows, else the declared count."""
         nodes: NodeList | None
         try:
-            nodes = await self._door.list_nodes(cluster.id, pool.name)
+            nodes = await self._door.list_nodes(cluster.id, pool.name, fresh=True, fresh_timeout=NODES_FRESH_TIMEOUT)
         except DoorStatusError:
             nodes = None
         if nodes is None or nodes.cold:

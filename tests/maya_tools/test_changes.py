@@ -307,3 +307,17 @@ async def test_backend_strings_are_escaped_in_the_card_the_person_sees(
     (message,) = person.messages
     assert "<script>" not in message
     assert hostile not in message
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_replace_card_planned_on_a_cold_inventory_waits_for_the_real_node(
+    connect: Callable[..., Client], mode: str
+) -> None:
+    """R-NODE-03: the first node read is cold; the planner waits for the refresh so the card shows the node."""
+    async with connect(mode, Person("decline")) as client:
+        result = await client.call_tool("replace_node", {"cluster": "payments-prod", "node_name": DEMO_NODE_NAME})
+    data = result.structured_content
+    assert data is not None
+    card = data["card"]
+    assert card["target_snapshot"]["node"]["status"] == "Running"
+    assert "node_unlisted" not in [w["code"] for w in card["warnings"]]
