@@ -14,6 +14,8 @@ USAGE = """usage: maya-tools COMMAND [options]
 
 commands:
   demo                walk the API page's examples through the MCP server, with approvals (start here)
+  chat                talk to Maya in the terminal; changes wait for your y on a card (--offline: no model)
+  eval                score tool choice on the versioned request set (offline always; live with ANTHROPIC_API_KEY)
   serve               run the MCP server (stdio by default; --transport streamable-http)
   reference-backend   run the Door API reference backend on its own
 """
@@ -68,6 +70,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from maya_tools.demo import main as demo_main
 
         return demo_main(rest)
+    if command == "chat":
+        from maya_tools.chat import main as chat_main
+
+        return chat_main(rest)
+    if command == "eval":
+        from maya_tools.evaluation import main as eval_main
+
+        return eval_main(rest)
     if command == "reference-backend":
         from reference_backend.cli import main as reference_backend_main
 

@@ -1,0 +1,197 @@
+"""Offline Maya: the interpreter picks the tool, the server does the work, the answer is plain words.
+
+It drives the same MCP tools, and the same elicitation and approval path, as the model would. The
+answer comes from the tool's result only: a change is reported as made only when the result says
+``changed: true``; otherwise it says nothing changed and why (declined, expired, stale, failed, or
+the rule that refused it and the fix).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp import Client
+from mcp_types import CallToolResult, TextContent
+
+from maya_tools.chat_terminal import Terminal
+from maya_tools.interpreter import Reply, ToolCall, interpret
+
+ACTIONS = {
+    "scale_node_pool": "the change to pool {target}",
+    "relabel_node_pool": "the new labels/tags of pool {target}",
+    "add_node_pool": "the new pool {target}",
+    "remove_node_pool": "removing pool {target}",
+    "replace_node": "replacing node {target}",
+}
+
+
+def result_text(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def show_call(call: ToolCall) -> str:
+    arguments = ", ".join(f"{k}={json.dumps(v)}" for k, v in call.arguments.items())
+    return f"  → {call.tool}({arguments})"
+
+
+class OfflineChat:
+    """One offline conversation. Each turn is independent: there is no history to keep consistent."""
+
+    def __init__(self, client: Client, terminal: Terminal) -> None:
+        self.client = client
+        self.terminal = terminal
+
+    async def turn(self, text: str) -> None:
+        understood = interpret(text)
+        if isinstance(understood, Reply):
+            self.terminal.line("maya › " + understood.text)
+            return
+        self.terminal.line(show_call(understood))
+        result = await self.client.call_tool(understood.tool, understood.arguments)
+        self.terminal.line("maya › " + answer(understood, result))
+
+    def abandon(self) -> None:
+        """Nothing to repair: an offline turn keeps no history."""
+
+
+def answer(call: ToolCall, result: CallToolResult) -> str:
+    """What happened, in words, from the tool's result alone."""
+    if result.is_error:
+        text = result_text(result)
+        prefix = f"Error executing tool {call.tool}: "
+        text = text.removeprefix(prefix)
+        if call.tool in ACTIONS:
+            return f"Nothing was changed. {text}"
+        return f"I could not read that: {text}"
+    data: dict[str, Any] = result.structured_content or {}
+    describe = _DESCRIBE.get(call.tool)
+    if call.tool in ACTIONS:
+        return change(data)
+    if describe is None:
+        return result_text(result)
+    return describe(data)
+
+
+def change(data: dict[str, Any]) -> str:
+    card = data.get("card") or {}
+    what = ACTIONS.get(card.get("action", ""), "this change").format(target=card.get("target", "?"))
+    where = card.get("cluster_name", "the cluster")
+    status = data.get("status")
+    message = data.get("message", "")
+    if data.get("changed"):
+        diff = _what_changed(card)
+        op = f" (operation {data['operation_id']})" if data.get("operation_id") else ""
+        return (
+            f"Done: you approved {what} on {where}, and Door accepted it{op}."
+            + (f" What changed: {diff}." if diff else "")
+            + f" The workers follow in the background: say 'show operations on {where}' to watch."
+        )
+    if status == "declined":
+        return f"Nothing was changed: you declined {what} on {where}."
+    if status == "expired":
+        return f"Nothing was changed: the card for {what} on {where} expired before it was approved. Ask again for a fresh card."
+    if status == "stale":
+        return f"Nothing was changed: {message}"
+    if status == "failed":
+        return f"Nothing was changed on {where}. {message}"
+    return f"Nothing was changed. {message}".strip()
+
+
+def _what_changed(card: dict[str, Any]) -> str:
+    body = card.get("body") or {}
+    if card.get("action") == "add_node_pool":
+        return f"a new pool {body.get('name')} of {body.get('count', 1)} × {body.get('size')}"
+    if card.get("action") == "replace_node":
+        return f"node {card.get('target')} is being replaced; the pool keeps its count (R-RNODE-02)"
+    if card.get("action") == "remove_node_pool":
+        return f"pool {card.get('target')} is being removed"
+    return "; ".join(
+        f"{d['field']} {_value(d['before'])} → {_value(d['after'])}"
+        for d in card.get("diff", [])
+        if d["before"] != d["after"]
+    )
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "none"
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def _clusters(data: dict[str, Any]) -> str:
+    rows = [
+        f"  {c['name']:<20} {c['phase']:<12} {c['pools']} pool(s), {c['total_vcpu']} vCPU, {c['total_memory_gib']} GiB"
+        for c in data.get("clusters", [])
+    ]
+    return f"Clusters on the {data.get('backend', 'backend')}:\n" + ("\n".join(rows) or "  (none)")
+
+
+def _pool_line(p: dict[str, Any]) -> str:
+    scaling = f"autoscaling {p['min_nodes']}–{p['max_nodes']}" if p["auto_scale"] else "fixed size"
+    extra = "" if p.get("lifecycle") == "active" else f" [{p.get('lifecycle')}]"
+    labels = f" labels {json.dumps(p['labels'])}" if p.get("labels") else ""
+    tags = f" tags {json.dumps(p['tags'])}" if p.get("tags") else ""
+    return f"  {p['name']:<12} {p['size']:<16} count {p['count']}, {scaling}{labels}{tags}{extra}"
+
+
+def _pools(data: dict[str, Any]) -> str:
+    rows = [_pool_line(p) for p in data.get("items", [])]
+    return f"{len(rows)} node pool(s):\n" + ("\n".join(rows) or "  (none)")
+
+
+def _cluster(data: dict[str, Any]) -> str:
+    rows = [_pool_line(p) for p in data.get("node_pools", [])]
+    return (
+        f"{data['name']} is {data['phase']} (Kubernetes {data.get('kubernetes_version')}); planned capacity "
+        f"{data.get('total_vcpu')} vCPU, {data.get('total_memory_gib')} GiB memory, {data.get('total_volume_gib')} GiB disk.\n"
+        + "\n".join(rows)
+    )
+
+
+def _nodes(data: dict[str, Any]) -> str:
+    rows = [
+        f"  {n['name']:<40} {n.get('pool') or '-':<10} {n['status']:<12} ready={n['ready']}"
+        for n in data.get("items", [])
+    ]
+    scope = f"pool {data['pool']} of {data['cluster_name']}" if data.get("pool") else data.get("cluster_name", "")
+    more = f"\n  … more: ask for offset {data['next_offset']}" if data.get("next_offset") is not None else ""
+    return (
+        f"{data.get('total', len(rows))} worker(s) in {scope} (snapshot: {data.get('freshness')}):\n"
+        + ("\n".join(rows) or "  (none)")
+        + more
+    )
+
+
+def _tiers(data: dict[str, Any]) -> str:
+    rows = [
+        f"  {t['id']:<16} {t['vcpu']} vCPU, {t['memory_gib']} GiB, {t['price_per_hour']}/hour"
+        for t in data.get("items", [])
+    ]
+    return "Machine tiers a pool can use:\n" + "\n".join(rows)
+
+
+def _operations(data: dict[str, Any]) -> str:
+    rows = [
+        f"  {o['kind']:<14} {o['target']:<32} {o['status']:<10} {o.get('message') or o.get('error') or ''}".rstrip()
+        for o in data.get("operations", [])
+    ]
+    return f"{data.get('cluster_name')} is {data.get('phase')}; {data.get('running', 0)} operation(s) running.\n" + (
+        "\n".join(rows) or "  (no operations)"
+    )
+
+
+def _card(data: dict[str, Any]) -> str:
+    card = data.get("card", {})
+    return f"Card {card.get('id')} is {card.get('status')}.\n{data.get('rendered', '')}"
+
+
+_DESCRIBE = {
+    "list_clusters": _clusters,
+    "list_node_pools": _pools,
+    "get_cluster": _cluster,
+    "list_nodes": _nodes,
+    "list_machine_tiers": _tiers,
+    "get_cluster_operations": _operations,
+    "get_card": _card,
+}

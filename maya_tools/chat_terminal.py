@@ -1,0 +1,143 @@
+"""The person's side of ``maya-tools chat``: a line reader, an output stream, Ctrl-C, and approval.
+
+Approval lives here and nowhere else in the chat. ``ApprovalPrompt`` is the MCP elicitation handler:
+it shows the card the server sent and reads y/N from the person at the terminal. The model never
+sees that question or its answer (only the tool's result), and no tool or argument it can produce
+approves a card (DESIGN.md "Approval: what must hold", 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any, TextIO
+
+import anyio
+from mcp.client.session import ClientRequestContext
+from mcp_types import ElicitRequestFormParams, ElicitRequestParams, ElicitResult
+
+YES = frozenset({"y", "yes"})
+BAR = "─" * 78
+
+
+class Terminal:
+    """Reads lines with ``read`` (``input`` by default) and writes to ``out`` (stdout by default).
+
+    ``read`` may raise ``KeyboardInterrupt`` (Ctrl-C) or ``EOFError`` (Ctrl-D); tests pass a
+    scripted function. ``interrupt()`` abandons the turn that is running, if any.
+    """
+
+    def __init__(self, read: Callable[[str], str] = input, out: TextIO | None = None) -> None:
+        self._read = read
+        self.out = out if out is not None else sys.stdout
+        self.reading = False
+        self.turn: anyio.CancelScope | None = None
+
+    def write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    def line(self, text: str = "") -> None:
+        self.write(text + "\n")
+
+    def ask(self, prompt: str) -> str:
+        """One line from the person. Blocks on purpose: only a read in the main thread can be
+        interrupted by Ctrl-C, and nothing else needs to run while the person is typing."""
+        self.reading = True
+        try:
+            return self._read(prompt)
+        finally:
+            self.reading = False
+
+    def interrupt(self) -> None:
+        """Abandon the running turn (what Ctrl-C does while Maya is working)."""
+        if self.turn is not None:
+            self.turn.cancel()
+
+
+@contextmanager
+def ctrl_c_abandons_turns(terminal: Terminal) -> Iterator[None]:
+    """While the chat runs, Ctrl-C during a turn cancels that turn instead of ending the program.
+
+    At a prompt it still raises ``KeyboardInterrupt`` inside ``input()``, which the chat handles.
+    Only in the main thread on asyncio; elsewhere Ctrl-C keeps its default meaning.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is None or not hasattr(signal, "SIGINT"):
+        yield
+        return
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if terminal.reading or terminal.turn is None:
+            raise KeyboardInterrupt
+        loop.call_soon_threadsafe(terminal.interrupt)  # signal-safe: runs on the loop, not mid-callback
+
+    try:
+        previous: Any = signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class ApprovalPrompt:
+    """The chat's MCP elicitation handler: show the card, ask the person y/N, answer the server.
+
+    Only ``y`` or ``yes`` approves; anything else, an empty line or Ctrl-D declines. Ctrl-C at the
+    question cancels the card and abandons the turn. A form other than the maya-tools ``Confirm``
+    form, or a URL elicitation, is declined: this chat approves cards and nothing else.
+    """
+
+    def __init__(self, terminal: Terminal) -> None:
+        self.terminal = terminal
+        self.shown: list[str] = []
+        self.answers: list[str] = []
+
+    async def __call__(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
+        t = self.terminal
+        if not isinstance(params, ElicitRequestFormParams) or not _is_confirm_form(params.requested_schema):
+            t.line("  (the server asked for something other than a card approval; declined)")
+            self.answers.append("decline")
+            return ElicitResult(action="decline")
+        self.shown.append(params.message)
+        t.line(BAR)
+        t.line(textwrap.indent(params.message.rstrip(), "  │ ", lambda _: True))
+        t.line(BAR)
+        try:
+            said = t.ask("Approve this change? Only you can, here. [y/N] ")
+        except EOFError:
+            said = ""
+        except KeyboardInterrupt:
+            t.line("\n  · cancelled: nothing was approved.")
+            self.answers.append("cancel")
+            t.interrupt()
+            return ElicitResult(action="cancel")
+        if said.strip().lower() in YES:
+            t.line("  ✓ you approved this card")
+            self.answers.append("accept")
+            return ElicitResult(action="accept", content={"approve": True})
+        t.line("  · you declined this card")
+        self.answers.append("decline")
+        return ElicitResult(action="decline")
+
+
+def _is_confirm_form(schema: Any) -> bool:
+    """The maya-tools ``Confirm`` form: a single boolean ``approve`` field."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return (
+        isinstance(properties, dict)
+        and set(properties) == {"approve"}
+        and isinstance(properties["approve"], dict)
+        and properties["approve"].get("type") == "boolean"
+    )

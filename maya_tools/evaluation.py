@@ -1,0 +1,305 @@
+"""``maya-tools eval``: does Maya pick the right tool, with the right arguments, or rightly none?
+
+The cases are a versioned file (``eval_cases.json``): a request, its category, and every acceptable
+outcome (a tool and its arguments, or no tool with a refusal, a question or an out-of-scope answer).
+
+- Offline (always): the interpreter reads the cases it is meant to cover (``offline: true``). It is
+  deterministic, so any miss is a regression and the command exits 1.
+- Live (with ``ANTHROPIC_API_KEY``): each request is sent to the model as the first turn of a new
+  conversation, with Maya's system prompt and the server's tool list; the first ``tool_use`` (or
+  none) is scored. Only that one model turn is sent: no tool is ever called, nothing changes.
+  Without a key the live part is skipped, and the command says so.
+
+Scores: tool choice (the right tool, or rightly none) over all scored cases; arguments (every
+expected argument equal, no unexpected one except those a case ignores) over the tool-call cases
+whose tool was right.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, TextIO, cast
+
+import anyio
+from anthropic import AsyncAnthropic
+from anthropic.types import MessageParam, ToolParam
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+from maya_tools.interpreter import Reply, interpret
+
+Category = Literal["change", "read", "ambiguous", "unsafe", "out_of_scope"]
+AnswerKind = Literal["refuse", "clarify", "out_of_scope"]
+MIN_CASES = 40
+SCHEMA_VERSION = 1
+_REPLY_KIND: dict[str, AnswerKind] = {"help": "out_of_scope", "clarify": "clarify", "refuse": "refuse"}
+
+
+class _Own(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Expectation(_Own):
+    """One acceptable outcome: a tool and its arguments, or no tool and the kind of answer."""
+
+    tool: str | None
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    ignore: tuple[str, ...] = Field(default=(), description="Arguments that may be given or not, with any value.")
+    answer: AnswerKind | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> Expectation:
+        if self.tool is None and (self.arguments or self.ignore or self.answer is None):
+            raise ValueError("an expectation without a tool names its `answer` and no arguments")
+        if self.tool is not None and self.answer is not None:
+            raise ValueError("an expectation with a tool has no `answer`")
+        return self
+
+
+class Case(_Own):
+    id: str
+    category: Category
+    request: str = Field(min_length=1)
+    offline: bool = Field(description="The offline interpreter is meant to handle this request.")
+    expect: tuple[Expectation, ...] = Field(min_length=1, description="Acceptable outcomes, the preferred first.")
+
+
+class CaseFile(_Own):
+    version: int
+    description: str
+    cases: tuple[Case, ...] = Field(min_length=MIN_CASES)
+
+    @model_validator(mode="after")
+    def _unique(self) -> CaseFile:
+        if self.version != SCHEMA_VERSION:
+            raise ValueError(f"case file version {self.version}; this code reads version {SCHEMA_VERSION}")
+        ids = Counter(case.id for case in self.cases)
+        twice = sorted(i for i, n in ids.items() if n > 1)
+        if twice:
+            raise ValueError(f"case ids used twice: {', '.join(twice)}")
+        return self
+
+
+def load_cases(path: Path | None = None) -> CaseFile:
+    """The case file (by default the one shipped in this package), validated."""
+    text = path.read_text() if path else resources.files("maya_tools").joinpath("eval_cases.json").read_text()
+    return CaseFile.model_validate_json(text)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the system under test did with a request: a tool call, or no tool."""
+
+    tool: str | None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    answer: AnswerKind | None = None  # known offline (the interpreter says); a model's prose is not graded
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Scored:
+    case: Case
+    choice: Choice
+    tool_ok: bool
+    arguments_ok: bool | None  # None when no tool was expected or chosen
+
+
+def arguments_match(expected: Expectation, given: dict[str, Any]) -> bool:
+    ignored = set(expected.ignore)
+    given = {k: v for k, v in given.items() if k not in ignored and v is not None}
+    wanted = {k: v for k, v in expected.arguments.items() if k not in ignored}
+    return given == wanted
+
+
+def score(case: Case, choice: Choice) -> Scored:
+    same_tool = [e for e in case.expect if e.tool == choice.tool]
+    if choice.tool is None:
+        tool_ok = any(choice.answer is None or e.answer == choice.answer for e in same_tool)
+        return Scored(case, choice, tool_ok, None)
+    if not same_tool:
+        return Scored(case, choice, False, None)
+    return Scored(case, choice, True, any(arguments_match(e, choice.arguments) for e in same_tool))
+
+
+@dataclass(frozen=True)
+class Report:
+    name: str
+    scored: tuple[Scored, ...]
+    skipped: str | None = None
+
+    @property
+    def tool_accuracy(self) -> float:
+        return sum(s.tool_ok for s in self.scored) / len(self.scored) if self.scored else 0.0
+
+    @property
+    def argument_cases(self) -> tuple[Scored, ...]:
+        return tuple(s for s in self.scored if s.arguments_ok is not None)
+
+    @property
+    def argument_accuracy(self) -> float:
+        cases = self.argument_cases
+        return sum(bool(s.arguments_ok) for s in cases) / len(cases) if cases else 0.0
+
+    @property
+    def misses(self) -> tuple[Scored, ...]:
+        return tuple(s for s in self.scored if not s.tool_ok or s.arguments_ok is False)
+
+    def render(self) -> str:
+        if self.skipped:
+            return f"{self.name}: skipped — {self.skipped}\n"
+        n = len(self.scored)
+        args = self.argument_cases
+        lines = [
+            f"{self.name}: {n} cases",
+            f"  tool choice: {sum(s.tool_ok for s in self.scored)}/{n} ({self.tool_accuracy:.0%})",
+            f"  arguments:   {sum(bool(s.arguments_ok) for s in args)}/{len(args)} ({self.argument_accuracy:.0%})"
+            " of the calls with the right tool",
+        ]
+        by_category = Counter(s.case.category for s in self.scored)
+        right = Counter(s.case.category for s in self.scored if s.tool_ok and s.arguments_ok is not False)
+        lines.append("  by category: " + ", ".join(f"{c} {right[c]}/{k}" for c, k in sorted(by_category.items())))
+        for miss in self.misses:
+            got = miss.choice.tool or f"no tool ({miss.choice.answer or 'answer'})"
+            wanted = " or ".join(e.tool or f"no tool ({e.answer})" for e in miss.case.expect)
+            lines.append(
+                f"  ✗ {miss.case.id}: {miss.case.request!r} → {got} {json.dumps(miss.choice.arguments)}; wanted {wanted}"
+            )
+        return "\n".join(lines) + "\n"
+
+
+def offline_choice(request: str) -> Choice:
+    understood = interpret(request)
+    if isinstance(understood, Reply):
+        return Choice(None, answer=_REPLY_KIND[understood.kind], text=understood.text)
+    return Choice(understood.tool, dict(understood.arguments))
+
+
+def run_offline(cases: CaseFile) -> Report:
+    """The interpreter on the cases it covers."""
+    covered = [c for c in cases.cases if c.offline]
+    return Report("offline interpreter", tuple(score(c, offline_choice(c.request)) for c in covered))
+
+
+async def model_choice(
+    anthropic_client: AsyncAnthropic, request: str, *, model: str, system: str, tools: list[ToolParam]
+) -> Choice:
+    """The model's first turn for ``request``: its first tool_use, or no tool. Nothing is executed."""
+    messages: list[MessageParam] = [{"role": "user", "content": request}]
+    message = await anthropic_client.messages.create(
+        model=model, max_tokens=1024, system=system, messages=messages, tools=tools
+    )
+    text = "".join(b.text for b in message.content if b.type == "text")
+    for block in message.content:
+        if block.type == "tool_use":
+            return Choice(block.name, dict(cast(dict[str, Any], block.input) or {}), text=text)
+    return Choice(None, text=text)
+
+
+async def run_live(
+    cases: CaseFile,
+    anthropic_client: AsyncAnthropic,
+    *,
+    model: str,
+    system: str,
+    tools: list[ToolParam],
+    concurrency: int = 4,
+) -> Report:
+    """Every case, first turn only, against the model."""
+    results: dict[str, Scored] = {}
+    limit = anyio.Semaphore(concurrency)
+
+    async def one(case: Case) -> None:
+        async with limit:
+            choice = await model_choice(anthropic_client, case.request, model=model, system=system, tools=tools)
+        results[case.id] = score(case, choice)
+
+    async with anyio.create_task_group() as tg:
+        for case in cases.cases:
+            tg.start_soon(one, case)
+    return Report(f"live model {model}", tuple(results[c.id] for c in cases.cases))
+
+
+async def server_context() -> tuple[str, list[ToolParam]]:
+    """Maya's system prompt and the model's tool list, from an in-memory maya-tools server on the
+    embedded reference backend (the same ``tools/list`` the chat sends; nothing is called but reads)."""
+    from mcp import Client
+
+    import prompts
+    from maya_tools.chat import backend_description
+    from maya_tools.chat_model import list_all_tools, model_tools
+    from maya_tools.server import build_server
+    from maya_tools.settings import Settings
+
+    async with Client(build_server(Settings(card_store=":memory:"))) as client:
+        where = await backend_description(client)
+        tools = model_tools(await list_all_tools(client))
+    return prompts.system_prompt(backend_description=where), tools
+
+
+def live_skip_reason(api_key: str | None, offline_only: bool) -> str | None:
+    if offline_only:
+        return "--offline was given"
+    if not api_key:
+        return "ANTHROPIC_API_KEY is not set, so there is no model to ask (the offline part ran)"
+    return None
+
+
+async def evaluate(
+    cases: CaseFile,
+    *,
+    api_key: str | None,
+    model: str,
+    offline_only: bool = False,
+    anthropic_factory: Callable[[str], AsyncAnthropic] | None = None,
+) -> list[Report]:
+    reports = [run_offline(cases)]
+    reason = live_skip_reason(api_key, offline_only)
+    if reason is not None:
+        reports.append(Report(f"live model {model}", (), skipped=reason))
+        return reports
+    assert api_key is not None
+    system, tools = await server_context()
+    make = anthropic_factory or (lambda key: AsyncAnthropic(api_key=key))
+    async with make(api_key) as client:
+        reports.append(await run_live(cases, client, model=model, system=system, tools=tools))
+    return reports
+
+
+def print_reports(reports: Iterable[Report], cases: CaseFile, out: TextIO) -> None:
+    out.write(f"maya-tools eval: case file version {cases.version}, {len(cases.cases)} cases\n")
+    for report in reports:
+        out.write(report.render())
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="maya-tools eval", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--offline", action="store_true", help="only the offline interpreter, even with a key")
+    parser.add_argument("--cases", type=Path, help="another case file (default: the packaged eval_cases.json)")
+    parser.add_argument("--model", help="the Anthropic model (default: MAYA_MODEL)")
+    parser.add_argument(
+        "--min-live-accuracy", type=float, default=0.0, help="exit 1 if live tool choice is below this (0–1)"
+    )
+    args = parser.parse_args(argv)
+    from maya_tools.settings import ChatSettings
+
+    settings = ChatSettings.from_env()
+    stream = out if out is not None else sys.stdout
+    cases = load_cases(args.cases)
+    model = args.model or settings.model
+    reports = anyio.run(
+        lambda: evaluate(cases, api_key=settings.anthropic_api_key, model=model, offline_only=args.offline)
+    )
+    print_reports(reports, cases, stream)
+    offline, live = reports[0], reports[1]
+    if offline.misses:
+        stream.write("offline interpreter regressed on the cases it covers\n")
+        return 1
+    if not live.skipped and live.tool_accuracy < args.min_live_accuracy:
+        return 1
+    return 0
