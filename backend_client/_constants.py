@@ -25,6 +25,9 @@ MAX_RETRY_AFTER = 60.0
 
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 """Answers worth repeating a replay-safe request for (a GET, or a mutation with an idempotency key)."""
+KEY_IN_FLIGHT_RULES = frozenset({"R-ADD-09", "R-PATCH-09"})
+"""A ``409`` naming one of these says the first request with the same idempotency key is still being
+handled; the keyed request is retried to get that request's answer (never sent with a new key)."""
 
 FRESH_POLL_MIN = 0.25
 """``list_nodes(fresh=True)`` never polls faster than this …"""

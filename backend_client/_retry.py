@@ -11,6 +11,7 @@ from backend_client._constants import (
     FRESH_POLL_MIN,
     FRESH_POLL_UNKNOWN,
     INITIAL_RETRY_DELAY,
+    KEY_IN_FLIGHT_RULES,
     MAX_RETRY_AFTER,
     MAX_RETRY_DELAY,
     RETRY_JITTER,
@@ -26,11 +27,16 @@ def replay_safe(method: str, idempotency_key: str | None) -> bool:
     return method.upper() in REPLAY_SAFE_METHODS or idempotency_key is not None
 
 
-def is_retryable(error: DoorError) -> bool:
-    """Connection failures, timeouts and the statuses in ``RETRYABLE_STATUSES`` are worth another try."""
+def is_retryable(error: DoorError, *, keyed: bool = False) -> bool:
+    """Connection failures, timeouts and the statuses in ``RETRYABLE_STATUSES`` are worth another try;
+    so is, for a ``keyed`` request, Door's ``409`` saying the first request with that key is in flight."""
     if isinstance(error, DoorConnectionError):
         return True
-    return isinstance(error, DoorStatusError) and error.status_code in RETRYABLE_STATUSES
+    if not isinstance(error, DoorStatusError):
+        return False
+    if keyed and error.status_code == 409 and error.rule in KEY_IN_FLIGHT_RULES:
+        return True
+    return error.status_code in RETRYABLE_STATUSES
 
 
 def is_ambiguous(error: DoorError) -> bool:

@@ -204,18 +204,12 @@ class DoorClient:
     ) -> Cluster:
         """``POST /clusters/{id}/node-pools`` → the cluster with the new pool (R-ADD-*)."""
 
-        async def took_effect() -> Cluster | None:
-            cluster = await self.get_cluster(cluster_id)
+        def applied(cluster: Cluster) -> bool:
             pool = cluster.pool(request.name)
-            return cluster if pool is not None and pool.size == request.size else None
+            return pool is not None and pool.size == request.size
 
-        return await self._mutate(
-            "POST",
-            f"/clusters/{_segment(cluster_id)}/node-pools",
-            Cluster,
-            body=request.body(),
-            idempotency_key=idempotency_key,
-            took_effect=took_effect,
+        return await self._mutate_pool(
+            "POST", cluster_id, "/node-pools", body=request.body(), idempotency_key=idempotency_key, applied=applied
         )
 
     async def update_node_pool(
@@ -228,35 +222,29 @@ class DoorClient:
     ) -> Cluster:
         """``PATCH /clusters/{id}/node-pools/{name}`` with exactly the fields set on ``patch`` (R-PATCH-*)."""
 
-        async def took_effect() -> Cluster | None:
-            cluster = await self.get_cluster(cluster_id)
+        def applied(cluster: Cluster) -> bool:
+            # The patch is in force when applying it again would change nothing.
             pool = cluster.pool(pool_name)
-            # The patch is already in force when applying it again would change nothing.
-            return cluster if pool is not None and rules.merge_patch(pool, patch) == pool else None
+            return pool is not None and rules.merge_patch(pool, patch) == pool
 
-        return await self._mutate(
+        return await self._mutate_pool(
             "PATCH",
-            f"/clusters/{_segment(cluster_id)}/node-pools/{_segment(pool_name)}",
-            Cluster,
+            cluster_id,
+            f"/node-pools/{_segment(pool_name)}",
             body=patch.body(),
             idempotency_key=idempotency_key,
-            took_effect=took_effect,
+            applied=applied,
         )
 
     async def remove_node_pool(self, cluster_id: str, pool_name: str, *, idempotency_key: str | None = None) -> Cluster:
         """``DELETE /clusters/{id}/node-pools/{name}`` → the cluster, the pool now ``deleting`` (R-DEL-*)."""
-
-        async def took_effect() -> Cluster | None:
-            cluster = await self.get_cluster(cluster_id)
-            return cluster if cluster.pool(pool_name) is None else None
-
-        return await self._mutate(
+        return await self._mutate_pool(
             "DELETE",
-            f"/clusters/{_segment(cluster_id)}/node-pools/{_segment(pool_name)}",
-            Cluster,
+            cluster_id,
+            f"/node-pools/{_segment(pool_name)}",
             body=None,
             idempotency_key=idempotency_key,
-            took_effect=took_effect,
+            applied=lambda cluster: cluster.pool(pool_name) is None,
         )
 
     # --- nodes ------------------------------------------------------------------------------------
@@ -297,9 +285,10 @@ class DoorClient:
     ) -> NodeDeletePending:
         """``DELETE /clusters/{id}/nodes/{name}``: Door replaces the worker, the pool keeps its count (R-RNODE-*)."""
 
-        async def took_effect() -> NodeDeletePending | None:
+        async def read_back() -> NodeDeletePending | None:
+            # A replacement shows as a running node.replace operation on the node (R-OP-03, R-RNODE-05).
             state = await self.get_cluster_state(cluster_id)
-            if any(op.kind == "node.replace" and op.target == node_name for op in state.operations):
+            if any(op.kind == "node.replace" and op.target == node_name for op in state.running()):
                 return NodeDeletePending(cluster_id=cluster_id, node_name=node_name)
             return None
 
@@ -309,7 +298,7 @@ class DoorClient:
             NodeDeletePending,
             body=None,
             idempotency_key=idempotency_key,
-            took_effect=took_effect,
+            read_back=read_back,
         )
 
     # --- operations -------------------------------------------------------------------------------
@@ -377,15 +366,14 @@ class DoorClient:
         params: dict[str, str] | None,
         idempotency_key: str | None,
     ) -> httpx2.Response:
+        request = self._http.build_request(
+            method, url, json=body, params=params, headers=self._headers(idempotency_key), timeout=self._timeout
+        )
+        # An injected client may be shared by callers with other tokens: Door authenticates by the
+        # bearer token alone, so neither the shared cookie jar nor the client's own auth may ride along.
+        request.headers.pop("cookie", None)
         try:
-            response = await self._http.request(
-                method,
-                url,
-                json=body,
-                params=params,
-                headers=self._headers(idempotency_key),
-                timeout=self._timeout,
-            )
+            response = await self._http.send(request, auth=None)
         except httpx2.TimeoutException as exc:
             raise DoorTimeoutError(
                 method, url, request_sent=not isinstance(exc, _NOT_SENT), reason=type(exc).__name__
@@ -414,7 +402,8 @@ class DoorClient:
             try:
                 return await self._send_once(method, url, body=body, params=params, idempotency_key=idempotency_key)
             except DoorError as error:
-                if not (may_retry and attempt < self.max_retries and is_retryable(error)):
+                retryable = is_retryable(error, keyed=idempotency_key is not None)
+                if not (may_retry and attempt < self.max_retries and retryable):
                     raise
                 retry_after = error.retry_after if isinstance(error, DoorStatusError) else None
                 delay = retry_delay(attempt, retry_after, rng=self._rng)
@@ -441,24 +430,46 @@ class DoorClient:
         *,
         body: dict[str, Any] | None,
         idempotency_key: str | None,
-        took_effect: Callable[[], Awaitable[M | None]],
+        read_back: Callable[[], Awaitable[M | None]],
     ) -> M:
-        """A mutation; without a key, an ambiguous failure is settled by ``took_effect`` reading the state."""
+        """A mutation; without a key, an ambiguous failure is settled by ``read_back`` (the result if
+        Door's state shows the change, else None)."""
         try:
             response = await self._request(method, path, body=body, idempotency_key=idempotency_key)
         except DoorError as error:
             if idempotency_key is not None or not is_ambiguous(error):
                 raise
-            return await self._settle(method, path, error, took_effect)
+            return await self._settle(method, path, error, read_back)
         return self._parse(response, model)
 
+    async def _mutate_pool(
+        self,
+        method: str,
+        cluster_id: str,
+        subpath: str,
+        *,
+        body: dict[str, Any] | None,
+        idempotency_key: str | None,
+        applied: Callable[[Cluster], bool],
+    ) -> Cluster:
+        """A pool mutation answered with the cluster; ``applied`` tells from a cluster read whether it took effect."""
+
+        async def read_back() -> Cluster | None:
+            cluster = await self.get_cluster(cluster_id)
+            return cluster if applied(cluster) else None
+
+        path = f"/clusters/{_segment(cluster_id)}{subpath}"
+        return await self._mutate(
+            method, path, Cluster, body=body, idempotency_key=idempotency_key, read_back=read_back
+        )
+
     async def _settle(
-        self, method: str, path: str, error: DoorError, took_effect: Callable[[], Awaitable[R | None]]
+        self, method: str, path: str, error: DoorError, read_back: Callable[[], Awaitable[R | None]]
     ) -> R:
         what = f"{method} {self.base_url}{path}"
         log.info("%s failed ambiguously (%s); reading the cluster back", what, type(error).__name__)
         try:
-            result = await took_effect()
+            result = await read_back()
         except DoorError as read_error:
             raise OutcomeUnknown(
                 f"{what} failed ({error}) and reading the cluster back failed too ({read_error}). "

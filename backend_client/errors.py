@@ -38,7 +38,7 @@ from typing import Literal
 import httpx2
 from pydantic import ValidationError
 
-from backend_client._constants import REQUEST_ID_HEADER
+from backend_client._constants import KEY_IN_FLIGHT_RULES, REQUEST_ID_HEADER
 from backend_client.models import Operation, Problem
 
 __all__ = [
@@ -148,6 +148,11 @@ _ADVICE: dict[str, str] = {
     "R-RNODE-05": "A replacement of this node is already in flight; watch list_nodes instead of retrying.",
     "R-CREDIT-01": "Top up the organisation's prepaid credit, or ask for fewer nodes.",
 }
+# R-ADD-09/R-PATCH-09 answered 409, not 422: the key is right, its first request is not finished.
+_KEY_IN_FLIGHT_ADVICE = (
+    "The first request with this idempotency key is still being handled; send the same request with the "
+    "same key again shortly to get its answer. A new key would apply the change twice."
+)
 
 
 class DoorStatusError(DoorError):
@@ -182,6 +187,8 @@ class DoorStatusError(DoorError):
 
     def advice(self) -> str:
         """What to do about it: the rule's advice when Door named a rule, else the class's."""
+        if self.status_code == 409 and self.rule in KEY_IN_FLIGHT_RULES:
+            return _KEY_IN_FLIGHT_ADVICE
         rules = [self.rule, *(error.rule for error in self.problem.errors)]
         for rule in rules:
             if rule is not None and rule in _ADVICE:

@@ -3,8 +3,9 @@
     .venv/bin/python scripts/record_cassettes.py            # every flow
     .venv/bin/python scripts/record_cassettes.py scale_pool # only the named ones
 
-It starts ``python -m maya_tools.cli reference-backend --manual-clock --seed demo`` on a free
-loopback port, resets the world before each flow, applies the flow's admin-plane setup, then runs
+For each flow it starts ``python -m maya_tools.cli reference-backend --manual-clock --seed demo`` on a
+free loopback port (a fresh server, so ids and worker names do not depend on which flows were
+recorded before), applies the flow's admin-plane setup, then runs
 the flow through ``DoorClient`` inside ``vcr.use_cassette(record_mode="all")``. Waiting in a flow
 advances the backend's manual clock through the admin plane, so recording takes seconds. Admin calls
 and the ``Authorization`` header are never written; the host is recorded as ``http://door.test``.
@@ -81,7 +82,6 @@ def _wait_until_up(base_url: str, admin_token: str, server: subprocess.Popen[byt
 async def _record(flow: Flow, base_url: str, admin_token: str) -> None:
     admin_headers = {"Authorization": f"Bearer {admin_token}"}
     async with httpx2.AsyncClient(base_url=base_url, headers=admin_headers) as admin:
-        (await admin.post("/_reference/reset", json={"seed": "demo"})).raise_for_status()
         for call in flow.setup:
             (await admin.request(call.method, call.path, json=call.json)).raise_for_status()
 
@@ -105,19 +105,20 @@ async def _main(names: list[str]) -> None:
         raise SystemExit(f"unknown flows: {', '.join(sorted(unknown))}")
     CASSETTES.mkdir(parents=True, exist_ok=True)
     admin_token = secrets.token_urlsafe(16)
-    port = _free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    server = _start_backend(port, admin_token)
-    try:
-        _wait_until_up(base_url, admin_token, server)
-        for flow in flows:
-            await _record(flow, base_url, admin_token)
-    finally:
-        server.terminate()
+    for flow in flows:
+        # A fresh server per flow: the backend's id counter survives /_reference/reset.
+        port = _free_port()
+        base_url = f"http://127.0.0.1:{port}"
+        server = _start_backend(port, admin_token)
         try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+            _wait_until_up(base_url, admin_token, server)
+            await _record(flow, base_url, admin_token)
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
     for path in CASSETTES.glob("*.yaml"):
         text = path.read_text()
         leaked = [secret for secret in (*FORBIDDEN_IN_CASSETTES, admin_token) if secret in text]

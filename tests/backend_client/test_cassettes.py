@@ -58,6 +58,7 @@ def test_every_flow_has_a_cassette_and_no_cassette_holds_a_token() -> None:
         text = path.read_text()
         for secret in SECRETS:
             assert secret not in text, f"{path.name} contains {secret!r}"
+        assert "127.0.0.1" not in text, f"{path.name} names the recording server; every cassette says door.test"
 
 
 async def test_list_everything() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 
 import httpx2
@@ -12,6 +13,7 @@ from backend_client.errors import (
     BadRequest,
     Conflict,
     DoorConnectionError,
+    DoorError,
     DoorStatusError,
     DoorTimeoutError,
     Forbidden,
@@ -185,3 +187,34 @@ async def test_connection_and_timeout_errors_are_apart_from_status_errors() -> N
     assert "did not answer in time" in str(timeout.value)
     assert refused.value.request_sent is False
     assert "nothing changed" in str(refused.value)
+
+
+async def test_an_error_body_echoing_the_authorization_header_is_redacted_by_the_client() -> None:
+    def echo(request: httpx2.Request) -> httpx2.Response:
+        return problem(401, "Unauthorized", rule="R-AUTH-01", detail=f"rejected {request.headers['authorization']}")
+
+    door = FakeDoor({f"GET /clusters/{CLUSTER_ID}": [echo]})
+    async with make_client(door) as client:
+        with pytest.raises(Unauthorized) as caught:
+            await client.get_cluster(CLUSTER_ID)
+    assert TOKEN not in str(caught.value)
+    assert TOKEN not in repr(caught.value)
+    assert TOKEN not in caught.value.problem.model_dump_json()
+
+
+async def test_no_log_record_contains_the_token(caplog: pytest.LogCaptureFixture) -> None:
+    """Retries and read-backs are logged; the token never is (httpx2's own logging included)."""
+    door = FakeDoor(
+        {
+            f"GET /clusters/{CLUSTER_ID}": [httpx2.ReadTimeout(f"slow for {TOKEN}"), problem(500, "Oops")],
+            f"PATCH /clusters/{CLUSTER_ID}/node-pools/workers": [httpx2.ReadTimeout("slow")],
+        }
+    )
+    caplog.set_level(logging.DEBUG)
+    async with make_client(door, Sleeps()) as client:
+        with pytest.raises(DoorError):
+            await client.update_node_pool(CLUSTER_ID, "workers", PublicNodePoolPatchRequest(count=3))
+    assert any("retrying" in r.getMessage() for r in caplog.records)
+    assert any("failed ambiguously" in r.getMessage() for r in caplog.records)
+    for record in caplog.records:
+        assert TOKEN not in record.getMessage()

@@ -6,7 +6,7 @@ import httpx2
 import pytest
 
 from backend_client import DoorClient
-from backend_client.errors import DoorResponseError, NotFound
+from backend_client.errors import DoorError, DoorResponseError, NotFound
 from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
 from tests.backend_client.fakes import (
     BASE_URL,
@@ -204,3 +204,77 @@ async def test_a_success_body_of_the_wrong_shape_is_a_response_error() -> None:
         with pytest.raises(DoorResponseError) as caught:
             await client.get_cluster(CLUSTER_ID)
     assert "not a Cluster" in str(caught.value)
+
+
+async def test_clients_sharing_one_http_client_never_send_each_others_token() -> None:
+    """The MCP server shares one ``httpx2.AsyncClient`` between callers with different tokens."""
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        # Door (or a proxy in front of it) setting a cookie must not tie a later caller to this one.
+        return httpx2.Response(200, json={"items": []}, headers={"Set-Cookie": "session=alice-session; Path=/"})
+
+    door = FakeDoor({"GET /machine-tiers": [answer]})
+    transport = httpx2.MockTransport(door)
+    async with httpx2.AsyncClient(
+        transport=transport, headers={"X-Owner": "mcp"}, auth=httpx2.BasicAuth("owner", "owner-password")
+    ) as http:
+        owner_headers = dict(http.headers)
+        alice = DoorClient(BASE_URL, "alice-token", http_client=http)
+        bob = DoorClient(BASE_URL, "bob-token", http_client=http)
+        await alice.list_machine_tiers()
+        await bob.list_machine_tiers()
+        await alice.aclose()  # one caller leaving does not close the client for the others
+        await bob.list_machine_tiers()
+        await bob.aclose()
+        assert not http.is_closed
+        assert dict(http.headers) == owner_headers
+    first, second, third = door.requests
+    assert first.headers["authorization"] == "Bearer alice-token"
+    assert second.headers["authorization"] == third.headers["authorization"] == "Bearer bob-token"
+    for request in (second, third):
+        assert "alice" not in str(request.headers)
+        assert "cookie" not in request.headers
+
+
+async def test_a_client_it_made_itself_is_closed_on_exit() -> None:
+    class Transport(httpx2.MockTransport):
+        closed = False
+
+        async def aclose(self) -> None:
+            Transport.closed = True
+
+    async with DoorClient(BASE_URL, TOKEN, transport=Transport(FakeDoor({}))):
+        pass
+    assert Transport.closed
+
+
+async def test_the_timeout_applies_to_every_request_even_on_an_injected_client() -> None:
+    door = FakeDoor({"GET /machine-tiers": [httpx2.Response(200, json={"items": []})]})
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(door), timeout=300)
+    async with http, DoorClient(BASE_URL, TOKEN, http_client=http, timeout=7.5) as client:
+        await client.list_machine_tiers()
+    assert door.requests[0].extensions["timeout"] == {"connect": 7.5, "read": 7.5, "write": 7.5, "pool": 7.5}
+
+
+async def test_contradictory_or_negative_settings_are_refused() -> None:
+    async with httpx2.AsyncClient() as http:
+        with pytest.raises(ValueError):
+            DoorClient(BASE_URL, TOKEN, http_client=http, transport=httpx2.MockTransport(FakeDoor({})))
+    with pytest.raises(ValueError):
+        DoorClient(BASE_URL, TOKEN, max_retries=-1)
+
+
+async def test_resolve_cluster_refuses_to_guess_between_clusters_of_one_name() -> None:
+    twin = cluster().model_copy(update={"id": "00000000-0000-4000-8000-000000000002"})
+    listing = [cluster().model_dump(mode="json"), twin.model_dump(mode="json")]
+    door = FakeDoor(
+        {
+            "GET /clusters/payments-prod": [problem(404, "Not Found", rule="R-AUTH-04")],
+            "GET /clusters": [httpx2.Response(200, json={"items": listing, "total": 2})],
+        }
+    )
+    async with make_client(door) as client:
+        with pytest.raises(DoorError) as caught:
+            await client.resolve_cluster("payments-prod")
+    assert not isinstance(caught.value, NotFound)
+    assert CLUSTER_ID in str(caught.value) and twin.id in str(caught.value)

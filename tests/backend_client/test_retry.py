@@ -256,6 +256,19 @@ async def test_add_without_key_after_a_502_finds_the_new_pool() -> None:
     assert len(door.calls(f"POST {CLUSTER}/node-pools")) == 1
 
 
+async def test_add_without_key_is_not_mistaken_for_a_pool_of_that_name_in_another_size() -> None:
+    door = FakeDoor(
+        {
+            f"POST {CLUSTER}/node-pools": [problem(500, "Internal Server Error")],
+            f"GET {CLUSTER}": [ok(cluster(pool(), pool("batch", size="dks.c5.large", count=1)))],
+        }
+    )
+    async with make_client(door) as client:
+        with pytest.raises(ServerError) as caught:
+            await client.add_node_pool(CLUSTER_ID, PublicNodePoolCreateRequest(name="batch", size="dks.m5.xlarge"))
+    assert "not applied" in str(caught.value)
+
+
 async def test_replace_node_without_key_after_a_timeout_finds_its_operation() -> None:
     door = FakeDoor(
         {
@@ -277,6 +290,55 @@ async def test_a_keyed_mutation_exhausting_its_retries_raises_the_last_error() -
             await client.remove_node_pool(CLUSTER_ID, "workers", idempotency_key="k")
     assert sleeps.delays == [2.0, 2.0]
     assert not door.calls(f"GET {CLUSTER}")
+
+
+async def test_keyed_patch_meeting_its_own_first_request_in_flight_waits_for_its_answer() -> None:
+    """A timeout, then Door's 409 "the first request with this key is in flight" (R-PATCH-09): the same
+    keyed request is sent again until Door replays the first answer; it is never re-keyed."""
+    in_flight = problem(409, "Conflict", rule="R-PATCH-09", detail="the first request with this key is in flight")
+    door = FakeDoor({f"PATCH {WORKERS}": [httpx2.ReadTimeout("slow"), in_flight, ok(cluster(pool(count=4)), 202)]})
+    sleeps = Sleeps()
+    async with make_client(door, sleeps, max_retries=3) as client:
+        result = await client.update_node_pool(CLUSTER_ID, "workers", _patch(), idempotency_key="card-7")
+    assert result.pool("workers").count == 4  # type: ignore[union-attr]
+    assert {r.headers["idempotency-key"] for r in door.requests} == {"card-7"}
+    assert len(door.requests) == 3 and len(sleeps.delays) == 2
+
+
+async def test_a_key_in_flight_conflict_without_retries_left_says_not_to_use_a_new_key() -> None:
+    in_flight = problem(409, "Conflict", rule="R-ADD-09", detail="still in flight")
+    door = FakeDoor({f"POST {CLUSTER}/node-pools": [in_flight]})
+    async with make_client(door, max_retries=1) as client:
+        with pytest.raises(Conflict) as caught:
+            await client.add_node_pool(
+                CLUSTER_ID, PublicNodePoolCreateRequest(name="batch", size="dks.m5.xlarge"), idempotency_key="k"
+            )
+    assert len(door.requests) == 2
+    assert "same key" in str(caught.value) and "use a new key" not in str(caught.value)
+
+
+async def test_an_unkeyed_conflict_naming_the_key_rule_is_not_retried() -> None:
+    door = FakeDoor({f"PATCH {WORKERS}": [problem(409, "Conflict", rule="R-PATCH-09")]})
+    async with make_client(door) as client:
+        with pytest.raises(Conflict):
+            await client.update_node_pool(CLUSTER_ID, "workers", _patch())
+    assert len(door.requests) == 1
+
+
+async def test_replace_without_key_is_not_mistaken_for_an_earlier_finished_replacement() -> None:
+    """A failed replacement of the same name (R-RNODE-04) is an earlier request, not this one."""
+    earlier = operation(kind="node.replace", target="n1", status="failed", error="node n1 not found")
+    door = FakeDoor(
+        {
+            f"DELETE {CLUSTER}/nodes/n1": [problem(502, "Bad Gateway")],
+            f"GET {CLUSTER}/state": [ok(state(earlier))],
+        }
+    )
+    async with make_client(door) as client:
+        with pytest.raises(ServerError) as caught:
+            await client.replace_node(CLUSTER_ID, "n1")
+    assert "not applied" in str(caught.value)
+    assert len(door.calls(f"DELETE {CLUSTER}/nodes/n1")) == 1
 
 
 def test_fresh_poll_delay_uses_the_server_clock_and_stays_bounded() -> None:
