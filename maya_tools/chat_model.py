@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, Tool
 
-from maya_tools.chat_terminal import Terminal
+from maya_tools.chat_terminal import Terminal, call_line
 
 Block = dict[str, Any]
 
@@ -141,7 +141,7 @@ class ModelChat:
         self.model = model
         self.system = system
         self.tools = tools
-        self.allowed = frozenset(t["name"] for t in tools)
+        self.declared = {t["name"]: _declared_arguments(t) for t in tools}
         self.max_tokens = max_tokens
         self.max_rounds = max_rounds
         self.messages: list[MessageParam] = []
@@ -193,21 +193,8 @@ class ModelChat:
             uses = [b for b in last["content"] if b.get("type") == "tool_use"]
             if uses:
                 done = {r["tool_use_id"]: r for r in self._results}
-                pending.append(
-                    {
-                        "role": "user",
-                        "content": [
-                            done.get(u["id"])
-                            or {
-                                "type": "tool_result",
-                                "tool_use_id": u["id"],
-                                "is_error": True,
-                                "content": [_text(CUT_SHORT)],
-                            }
-                            for u in uses
-                        ],
-                    }
-                )
+                answers = [done.get(u["id"]) or _refused(u["id"], CUT_SHORT) for u in uses]
+                pending.append({"role": "user", "content": answers})
             else:
                 last["content"] = [*last["content"], _text(note)]
                 self.messages = cast(list[MessageParam], pending)
@@ -237,26 +224,26 @@ class ModelChat:
         return message
 
     async def _call(self, tool_use_id: str, name: str, arguments: dict[str, Any]) -> Block:
-        shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in arguments.items())
-        self.terminal.line(f"  → {name}({shown})")
-        if name not in self.allowed:
+        self.terminal.line(call_line(name, arguments))
+        declared = self.declared.get(name)
+        if declared is None:
             self.terminal.line("  ✗ not a tool offered to the model; not called")
-            return {
-                "type": "tool_result",
-                "tool_use_id": tool_use_id,
-                "is_error": True,
-                "content": [_text(f"There is no tool {name!r}. Use only the tools you were given.")],
-            }
+            return _refused(tool_use_id, f"There is no tool {name!r}. Use only the tools you were given.")
+        # The server would ignore an undeclared argument; refusing it keeps a made-up `confirm: true`
+        # from looking as if it meant something (DESIGN.md "Approval: what must hold", 1).
+        undeclared = sorted(set(arguments) - declared)
+        if undeclared:
+            self.terminal.line(f"  ✗ {name} has no argument {', '.join(undeclared)}; not called")
+            return _refused(
+                tool_use_id,
+                f"{name} takes no argument {', '.join(undeclared)}; it was not called. Use only the arguments "
+                "in its input schema. No argument approves a card: the person approves it in their client.",
+            )
         try:
             result = await self.mcp.call_tool(name, arguments)
         except MCPError as error:
             self.terminal.line(f"  ✗ {error}")
-            return {
-                "type": "tool_result",
-                "tool_use_id": tool_use_id,
-                "is_error": True,
-                "content": [_text(f"The tool call failed: {error}")],
-            }
+            return _refused(tool_use_id, f"The tool call failed: {error}")
         said = outcome_line(name, result)
         if said:
             self.terminal.line(said)
@@ -265,6 +252,15 @@ class ModelChat:
 
 def _text(text: str) -> Block:
     return {"type": "text", "text": text}
+
+
+def _refused(tool_use_id: str, text: str) -> Block:
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "is_error": True, "content": [_text(text)]}
+
+
+def _declared_arguments(tool: ToolParam) -> frozenset[str]:
+    schema = cast(dict[str, Any], tool["input_schema"] or {})
+    return frozenset(schema.get("properties") or {})
 
 
 def _api_error(error: anthropic.APIError) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
 
-from maya_tools.chat_terminal import Terminal
+from maya_tools.chat_terminal import Terminal, call_line
 from maya_tools.interpreter import Reply, ToolCall, interpret
 
 ACTIONS = {
@@ -30,11 +30,6 @@ def result_text(result: CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
-def show_call(call: ToolCall) -> str:
-    arguments = ", ".join(f"{k}={json.dumps(v)}" for k, v in call.arguments.items())
-    return f"  → {call.tool}({arguments})"
-
-
 class OfflineChat:
     """One offline conversation. Each turn is independent: there is no history to keep consistent."""
 
@@ -47,7 +42,7 @@ class OfflineChat:
         if isinstance(understood, Reply):
             self.terminal.line("maya › " + understood.text)
             return
-        self.terminal.line(show_call(understood))
+        self.terminal.line(call_line(understood.tool, understood.arguments))
         result = await self.client.call_tool(understood.tool, understood.arguments)
         self.terminal.line("maya › " + answer(understood, result))
 

@@ -9,10 +9,11 @@ approves a card (DESIGN.md "Approval: what must hold", 1).
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, TextIO
@@ -25,15 +26,33 @@ YES = frozenset({"y", "yes"})
 BAR = "─" * 78
 
 
+def discard_typeahead() -> None:
+    """Drop what was typed at the terminal but not read yet (a tty only; elsewhere nothing)."""
+    try:
+        import termios
+
+        if sys.stdin.isatty():
+            termios.tcflush(sys.stdin, termios.TCIFLUSH)
+    except (ImportError, OSError, ValueError):
+        pass
+
+
 class Terminal:
     """Reads lines with ``read`` (``input`` by default) and writes to ``out`` (stdout by default).
 
     ``read`` may raise ``KeyboardInterrupt`` (Ctrl-C) or ``EOFError`` (Ctrl-D); tests pass a
-    scripted function. ``interrupt()`` abandons the turn that is running, if any.
+    scripted function. ``discard`` drops type-ahead before a question that must be answered fresh
+    (``ask(..., fresh=True)``). ``interrupt()`` abandons the turn that is running, if any.
     """
 
-    def __init__(self, read: Callable[[str], str] = input, out: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        read: Callable[[str], str] = input,
+        out: TextIO | None = None,
+        discard: Callable[[], None] = discard_typeahead,
+    ) -> None:
         self._read = read
+        self._discard = discard
         self.out = out if out is not None else sys.stdout
         self.reading = False
         self.turn: anyio.CancelScope | None = None
@@ -45,9 +64,14 @@ class Terminal:
     def line(self, text: str = "") -> None:
         self.write(text + "\n")
 
-    def ask(self, prompt: str) -> str:
+    def ask(self, prompt: str, *, fresh: bool = False) -> str:
         """One line from the person. Blocks on purpose: only a read in the main thread can be
-        interrupted by Ctrl-C, and nothing else needs to run while the person is typing."""
+        interrupted by Ctrl-C, and nothing else needs to run while the person is typing.
+
+        ``fresh``: first drop anything typed before the question was shown, so a line typed ahead
+        (while Maya was still streaming) cannot answer it."""
+        if fresh:
+            self._discard()
         self.reading = True
         try:
             return self._read(prompt)
@@ -91,11 +115,17 @@ def ctrl_c_abandons_turns(terminal: Terminal) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def call_line(tool: str, arguments: Mapping[str, Any]) -> str:
+    """The line the chat shows for each tool call, before it is made."""
+    shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in arguments.items())
+    return f"  → {tool}({shown})"
+
+
 class ApprovalPrompt:
     """The chat's MCP elicitation handler: show the card, ask the person y/N, answer the server.
 
-    Only ``y`` or ``yes`` approves; anything else, an empty line or Ctrl-D declines. Ctrl-C at the
-    question cancels the card and abandons the turn. A form other than the maya-tools ``Confirm``
+    Only ``y`` or ``yes`` typed after the card is shown approves (type-ahead is dropped); anything
+    else, an empty line or Ctrl-D declines. Ctrl-C at the question cancels the card and abandons the turn. A form other than the maya-tools ``Confirm``
     form, or a URL elicitation, is declined: this chat approves cards and nothing else.
     """
 
@@ -115,7 +145,7 @@ class ApprovalPrompt:
         t.line(textwrap.indent(params.message.rstrip(), "  │ ", lambda _: True))
         t.line(BAR)
         try:
-            said = t.ask("Approve this change? Only you can, here. [y/N] ")
+            said = t.ask("Approve this change? Only you can, here. [y/N] ", fresh=True)
         except EOFError:
             said = ""
         except KeyboardInterrupt:

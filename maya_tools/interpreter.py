@@ -130,15 +130,13 @@ _AUTOSCALE_OFF = _rx(
     rf"(?:turn\s+off|disable|switch\s+off|stop)\s+autoscal(?:e|ing)\s+(?:for|on)\s+{_POOL}{_ON}{_CLUSTER}"
     rf"(?:\s+(?:at|and\s+keep(?:\s+it)?\s+at|and\s+set\s+(?:it\s+)?to|with)\s+(?P<n>{_NUM}){_UNITS})?"
 )
+_ADD_HEAD = (
+    rf"(?:add|create|make)\s+(?:a\s+|another\s+)?(?:new\s+)?(?:node\s+)?pool\s+(?:named\s+|called\s+)?(?P<name>{_NAME})"
+    rf"\s+(?:on|to|in)\s+{_CLUSTER}\s+with\s+"
+)
 _ADD = [
-    _rx(
-        rf"(?:add|create|make)\s+(?:a\s+|another\s+)?(?:new\s+)?(?:node\s+)?pool\s+(?:named\s+|called\s+)?(?P<name>{_NAME})"
-        rf"\s+(?:on|to|in)\s+{_CLUSTER}\s+with\s+(?P<n>{_NUM})(?:\s*x)?\s+(?P<size>{_SIZE}){_UNITS}"
-    ),
-    _rx(
-        rf"(?:add|create|make)\s+(?:a\s+|another\s+)?(?:new\s+)?(?:node\s+)?pool\s+(?:named\s+|called\s+)?(?P<name>{_NAME})"
-        rf"\s+(?:on|to|in)\s+{_CLUSTER}\s+with\s+(?P<n>{_NUM}){_UNITS}\s+(?:of|on|using)\s+(?:(?:type|tier|size)\s+)?(?P<size>{_SIZE})"
-    ),
+    _rx(rf"{_ADD_HEAD}(?P<n>{_NUM})(?:\s*x)?\s+(?P<size>{_SIZE}){_UNITS}"),  # with 2 dks.m5.xlarge [nodes]
+    _rx(rf"{_ADD_HEAD}(?P<n>{_NUM}){_UNITS}\s+(?:of|on|using)\s+(?:(?:type|tier|size)\s+)?(?P<size>{_SIZE})"),
 ]
 _REPLACE = _rx(
     rf"(?:replace|recycle|delete|remove|drain)\s+(?:the\s+)?(?:worker\s+)?node\s+(?P<node>{_NAME})"
@@ -176,8 +174,9 @@ _HELP = _rx(r"/?help|\?|what\s+can\s+you\s+do|what\s+do\s+you\s+understand")
 _APPROVE = _rx(r".*\b(?:approve|confirm|accept|sign\s+off)\b.*")
 _EVERYTHING = _rx(
     r".*\b(?:delete|remove|destroy|drop|wipe|tear\s+down|nuke)\b.*"
-    r"\b(?:everything|all\s+(?:the\s+)?(?:pools|nodes|clusters|workers)|(?:the\s+)?cluster|clusters)\b.*"
+    r"\b(?:everything|all(?:\s+(?:the\s+)?(?:pools|nodes|clusters|workers))?|(?:the\s+)?cluster|clusters)\b.*"
 )
+_NOT_A_POOL = frozenset({"everything", "all", "anything", "every", "them", "it"})  # "remove everything from Y"
 _NEW_CLUSTER = _rx(r".*\b(?:create|make|add|provision|spin\s+up)\b.*\bcluster\b.*")
 _TIER_CHANGE = _rx(
     rf"(?:change|switch|move|convert|resize|upgrade|migrate|set)\s+(?P<what>.+?)\s+(?:to|into|onto)\s+(?P<size>{_SIZE})"
@@ -278,6 +277,7 @@ def _read_change(said: str) -> ToolCall | Reply | None:
         arguments: dict[str, Any] = {"cluster": _name(m, "cluster"), "pool": _pool(m), "auto_scale": False}
         if m["n"]:
             arguments["count"] = number(m["n"])
+            return _count_problem(arguments["count"]) or ToolCall("scale_node_pool", arguments)
         return ToolCall("scale_node_pool", arguments)
     for rx in _ADD:
         if m := rx.fullmatch(said):
@@ -288,7 +288,7 @@ def _read_change(said: str) -> ToolCall | Reply | None:
             )
     if m := _REPLACE.fullmatch(said):
         return ToolCall("replace_node", {"cluster": _name(m, "cluster"), "node_name": _name(m, "node")})
-    if m := _REMOVE.fullmatch(said):
+    if (m := _REMOVE.fullmatch(said)) and _pool(m) not in _NOT_A_POOL:
         return ToolCall("remove_node_pool", {"cluster": _name(m, "cluster"), "pool": _pool(m)})
     if m := _RELABEL.fullmatch(said):
         return ToolCall(

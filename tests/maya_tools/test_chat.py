@@ -12,7 +12,9 @@ import itertools
 import json
 import os
 import re
+import select
 import signal
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -23,11 +25,11 @@ import pytest
 from anthropic import AsyncAnthropic
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
-from mcp_types import Tool
+from mcp_types import ElicitRequestFormParams, ElicitRequestURLParams, ListToolsResult, Tool
 
-from maya_tools.chat import NO_KEY, open_session, repl, run
-from maya_tools.chat_model import ModelChat, model_tools, withheld
-from maya_tools.chat_terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns
+from maya_tools.chat import CHOSEN_OFFLINE, NO_KEY, open_session, repl, run
+from maya_tools.chat_model import ModelChat, list_all_tools, model_tools, withheld
+from maya_tools.chat_terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns, discard_typeahead
 from maya_tools.settings import ChatSettings
 from reference_backend.seed import DEMO_NODE_NAME
 from tests.maya_tools.conftest import MODES, operations
@@ -113,31 +115,39 @@ Step = Reply | Callable[[dict[str, Any]], Awaitable[Reply]]
 
 
 class ScriptedModel:
-    """Answers each POST /v1/messages with the next step of the script and records the request."""
+    """Answers each streaming POST /v1/messages with the next step of the script and records the request.
+
+    A step that fails (an assertion on what the chat sent) would reach the chat as a connection error
+    and be survived; ``verify()`` raises it in the test instead, and checks the script was played out.
+    """
 
     def __init__(self, *steps: Step) -> None:
         self.steps = list(steps)
         self.requests: list[dict[str, Any]] = []
+        self.failures: list[Exception] = []
 
     async def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self._answer(request)
+        except httpx2.TransportError:
+            raise  # scripted on purpose: the chat must survive it
+        except Exception as error:
+            self.failures.append(error)
+            raise
+
+    async def _answer(self, request: httpx2.Request) -> httpx2.Response:
         assert request.url.path == "/v1/messages", request.url
         body = json.loads(request.content)
         self.requests.append(body)
+        assert body.get("stream") is True, "the chat must stream its answers"
         step = self.steps.pop(0)
         blocks, stop = step if isinstance(step, tuple) else await step(body)
-        if body.get("stream"):
-            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=sse(blocks, stop))
-        message = {
-            "id": "msg_test",
-            "type": "message",
-            "role": "assistant",
-            "model": body["model"],
-            "content": blocks,
-            "stop_reason": stop,
-            "stop_sequence": None,
-            "usage": {"input_tokens": 10, "output_tokens": 5},
-        }
-        return httpx2.Response(200, json=message)
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=sse(blocks, stop))
+
+    def verify(self) -> None:
+        if self.failures:
+            raise self.failures[0]
+        assert not self.steps, f"{len(self.steps)} scripted model answer(s) never asked for"
 
     def client(self) -> AsyncAnthropic:
         http = httpx2.AsyncClient(transport=httpx2.MockTransport(self))
@@ -180,6 +190,7 @@ async def chat(
         assert isinstance(session, ModelChat)
         with anyio.fail_after(30):
             await repl(terminal, session)
+    model.verify()
     return session, approval
 
 
@@ -274,6 +285,58 @@ async def test_the_persons_answer_never_reaches_the_model(server: MCPServer[Any]
     assert user_texts == ["scale workers on payments-prod to 4"]
 
 
+async def test_a_refused_change_reaches_the_model_as_an_error_with_the_rule(
+    server: MCPServer[Any], door: httpx2.AsyncClient
+) -> None:
+    async def check(body: dict[str, Any]) -> Reply:
+        block = body["messages"][-1]["content"][0]
+        assert block["is_error"] is True and "R-PATCH-04" in block["content"][0]["text"]
+        return [text("Door refuses count 0 without autoscaling (R-PATCH-04).")], "end_turn"
+
+    model = ScriptedModel(([tool_use("scale_node_pool", {**SCALE, "count": 0})], "tool_use"), check)
+    before = await operations(door)
+    out = io.StringIO()
+    _, approval = await chat(server, model, Terminal(person("scale workers on payments-prod to 0"), out))
+    assert await operations(door) == before and approval.shown == []
+    assert "✗ refused, nothing changed" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        ElicitRequestFormParams(
+            message="Approve? Also, your Door token please.",
+            requested_schema={
+                "type": "object",
+                "properties": {"approve": {"type": "boolean"}, "token": {"type": "string"}},
+            },
+        ),
+        ElicitRequestFormParams(
+            message="Type yes to approve",
+            requested_schema={"type": "object", "properties": {"answer": {"type": "string"}}},
+        ),
+        ElicitRequestURLParams(message="Approve here", url="https://example.test/approve", elicitation_id="e1"),
+    ],
+    ids=["approve plus another field", "free-text answer", "url"],
+)
+async def test_the_handler_declines_anything_but_the_confirm_form_without_asking(params: Any) -> None:
+    out = io.StringIO()
+    approval = ApprovalPrompt(Terminal(person("y"), out))
+    result = await approval(None, params)  # type: ignore[arg-type]
+    assert result.action == "decline" and approval.shown == []
+    assert "[y/N]" not in out.getvalue()
+
+
+async def test_the_tool_list_is_read_across_every_page() -> None:
+    class Paged:
+        async def list_tools(self, cursor: str | None = None) -> Any:
+            page = {None: (["list_clusters"], "2"), "2": (["scale_node_pool"], None)}[cursor]
+            tools = [Tool(name=n, input_schema={"type": "object"}) for n in page[0]]
+            return ListToolsResult(tools=tools, next_cursor=page[1])
+
+    assert [t.name for t in await list_all_tools(Paged())] == ["list_clusters", "scale_node_pool"]  # type: ignore[arg-type]
+
+
 async def test_a_tool_the_model_was_not_offered_is_not_called(server: MCPServer[Any], door: httpx2.AsyncClient) -> None:
     async def check(body: dict[str, Any]) -> Reply:
         block = body["messages"][-1]["content"][0]
@@ -284,6 +347,98 @@ async def test_a_tool_the_model_was_not_offered_is_not_called(server: MCPServer[
     before = await operations(door)
     await chat(server, model, Terminal(person("approve it"), io.StringIO()))
     assert await operations(door) == before
+
+
+async def test_an_argument_the_tool_does_not_declare_is_refused_and_nothing_is_called(
+    server: MCPServer[Any], door: httpx2.AsyncClient
+) -> None:
+    """A made-up ``confirm: true`` on a change tool, or ``approve`` on a read tool, is not passed on:
+    no card is made, nothing is asked, and the model is told the argument does not exist."""
+
+    async def check(body: dict[str, Any]) -> Reply:
+        results = body["messages"][-1]["content"]
+        assert [r["tool_use_id"] for r in results] == ["toolu_1", "toolu_2"]
+        assert all(r["is_error"] is True for r in results)
+        assert "no argument confirm" in results[0]["content"][0]["text"]
+        assert "no argument approve" in results[1]["content"][0]["text"]
+        return [text("I cannot approve it for you.")], "end_turn"
+
+    model = ScriptedModel(
+        (
+            [
+                tool_use("scale_node_pool", {**SCALE, "confirm": True}, id="toolu_1"),
+                tool_use("get_card", {"card_id": "card_x", "approve": True}, id="toolu_2"),
+            ],
+            "tool_use",
+        ),
+        check,
+    )
+    before = await operations(door)
+    out = io.StringIO()
+    _, approval = await chat(server, model, Terminal(person("scale workers on payments-prod to 4"), out))
+
+    assert await operations(door) == before
+    assert approval.shown == [] and approval.answers == []
+    assert "scale_node_pool has no argument confirm; not called" in out.getvalue()
+
+
+class Writes(io.StringIO):
+    """An output that remembers each write, to tell streamed text from text printed at the end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def write(self, s: str) -> int:
+        self.writes.append(s)
+        return super().write(s)
+
+
+async def test_the_answer_is_streamed_as_it_is_written(server: MCPServer[Any]) -> None:
+    model = ScriptedModel(([text("There are two pools on payments-prod.")], "end_turn"))
+    out = Writes()
+    await chat(server, model, Terminal(person("how many pools?"), out))
+
+    start = out.writes.index("maya › ")
+    streamed = out.writes[start + 1 : out.writes.index("\n", start)]
+    assert streamed == ["There ", "are ", "two ", "pools ", "on ", "payments-prod."]
+
+
+async def test_a_line_typed_ahead_cannot_answer_the_card(server: MCPServer[Any], door: httpx2.AsyncClient) -> None:
+    """Type-ahead is dropped after the card is shown and before the y/N is read."""
+    log: list[str] = []
+    out = io.StringIO()
+    lines = person("scale workers on payments-prod to 4", "n")
+
+    def read(prompt: str) -> str:
+        log.append(f"read {prompt.strip()}")
+        return lines(prompt)
+
+    def discard() -> None:
+        log.append("discard" + (" after the card" if "CONFIRM" in out.getvalue() else " before the card"))
+
+    model = ScriptedModel(([tool_use("scale_node_pool", SCALE)], "tool_use"), report_what_happened)
+    await chat(server, model, Terminal(read, out, discard=discard))
+
+    assert log == [
+        "read you ›",
+        "discard after the card",
+        "read Approve this change? Only you can, here. [y/N]",
+        "read you ›",
+    ]
+
+
+def test_discard_typeahead_drops_what_was_typed_at_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    master, slave = os.openpty()
+    try:
+        with os.fdopen(slave, "r") as tty:
+            monkeypatch.setattr(sys, "stdin", tty)
+            os.write(master, b"y\n")
+            assert select.select([tty], [], [], 1)[0] == [tty]  # the typed-ahead line is waiting
+            discard_typeahead()
+            assert select.select([tty], [], [], 0.2)[0] == []
+    finally:
+        os.close(master)
 
 
 # --- offline -----------------------------------------------------------------------------------
@@ -431,20 +586,33 @@ async def test_a_model_error_ends_the_turn_but_not_the_session(server: MCPServer
 # --- the real command: stdio -------------------------------------------------------------------
 
 
-async def test_the_chat_command_starts_the_server_over_stdio_and_runs_offline_without_a_key() -> None:
+SECRET = "sk-ant-test-not-a-real-key"
+
+
+@pytest.mark.parametrize(
+    ("key", "offline", "says"),
+    [(None, False, NO_KEY), (SECRET, True, CHOSEN_OFFLINE)],
+    ids=["no key", "--offline with a key"],
+)
+async def test_the_chat_command_starts_the_server_over_stdio_and_runs_offline(
+    key: str | None, offline: bool, says: str
+) -> None:
+    """Without a key, or with ``--offline`` (the key then goes unused), the first line says so."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     env.update({"MAYA_CARD_STORE": ":memory:", "MAYA_REFERENCE_TIME_SCALE": "300"})
+    if key:
+        env["ANTHROPIC_API_KEY"] = key
     env.pop("DOOR_API_URL", None)
     settings = ChatSettings.from_env(env)
-    assert settings.anthropic_api_key is None and "ANTHROPIC_API_KEY" not in settings.server_env
+    assert settings.anthropic_api_key == key and SECRET not in settings.server_env.values()
     out = io.StringIO()
     terminal = Terminal(
         person("list pools on payments-prod", "Scale the workers pool on payments-prod to 3.", "y"), out
     )
     with anyio.fail_after(60):
-        assert await run(settings, terminal) == 0
+        assert await run(settings, terminal, offline=offline) == 0
     shown = out.getvalue()
-    assert NO_KEY in shown
+    assert shown.startswith(says + "\n") and SECRET not in shown
     assert "workers" in shown and "dks.c5.xlarge" in shown
     assert "Done: you approved the change to pool workers on payments-prod" in shown
 
