@@ -18,7 +18,7 @@ from confirmation_cards.models import (
     FieldChange,
     request_digest,
 )
-from confirmation_cards.planner import DEFAULT_TTL, Planner
+from confirmation_cards.planner import DEFAULT_TTL, Planner, request_line
 from confirmation_cards.render import render_markdown, render_text, safe_text
 from confirmation_cards.store import CardStore, SqliteCardStore
 
@@ -41,5 +41,6 @@ __all__ = [
     "render_markdown",
     "render_text",
     "request_digest",
+    "request_line",
     "safe_text",
 ]

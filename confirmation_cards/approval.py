@@ -14,7 +14,7 @@ from backend_client.models import OperationKind, PublicNodePoolCreateRequest, Pu
 from confirmation_cards.door import DoorApi
 from confirmation_cards.errors import CardNotFound
 from confirmation_cards.models import Action, AuditKind, Card, CardResult, CardStatus, request_digest
-from confirmation_cards.planner import utc_now
+from confirmation_cards.planner import request_line, utc_now
 from confirmation_cards.store import AuditEntry, CardStore
 from confirmation_cards.targets import describe_changes, fingerprint, read_target
 
@@ -116,8 +116,10 @@ class ApprovalService:
     # --- execution -----------------------------------------------------------------------------
 
     async def _execute(self, card: Card, door: DoorApi) -> Card:
-        # Property 2: the stored request must still be the one that was shown.
-        if request_digest(card.method, card.path, card.body) != card.body_digest:
+        # Property 2: the stored request must still be the one that was shown, and the call made
+        # from the card's cluster and target must be the one its digest covers.
+        sent = request_line(card.action, card.cluster_id, card.target)
+        if request_digest(card.method, card.path, card.body) != card.body_digest or sent != (card.method, card.path):
             return self._finish(
                 card,
                 CardStatus.FAILED,

@@ -85,6 +85,15 @@ def _path(cluster_id: str, *rest: str) -> str:
     return "/".join([API_PREFIX, "clusters", quote(cluster_id, safe=""), *(quote(p, safe="") for p in rest)])
 
 
+def request_line(action: Action, cluster_id: str, target: str) -> tuple[Method, str]:
+    """The method and path of an action's one backend call: what a card's digest covers and approval sends."""
+    if action == "add_node_pool":
+        return "POST", _path(cluster_id, "node-pools")
+    if action == "replace_node":
+        return "DELETE", _path(cluster_id, "nodes", target)
+    return ("DELETE" if action == "remove_node_pool" else "PATCH"), _path(cluster_id, "node-pools", target)
+
+
 def _pool_view(pool: NodePool | None, names: Iterable[str]) -> dict[str, JsonValue]:
     if pool is None:
         return dict.fromkeys(names)
@@ -153,8 +162,6 @@ class Planner:
             action="add_node_pool",
             cluster=found,
             target=request.name,
-            method="POST",
-            path=_path(found.id, "node-pools"),
             body=request.body(),
             diff=_diff(None, new, fields),
             before=found.node_pools,
@@ -203,8 +210,6 @@ class Planner:
             action="remove_node_pool",
             cluster=found,
             target=pool,
-            method="DELETE",
-            path=_path(found.id, "node-pools", pool),
             body={},
             diff=(
                 *_diff(current, None, ("size", "count", "auto_scale", "min_nodes", "max_nodes")),
@@ -280,8 +285,6 @@ class Planner:
             action="replace_node",
             cluster=found,
             target=node_name,
-            method="DELETE",
-            path=_path(found.id, "nodes", node_name),
             body={},
             diff=diff,
             before=found.node_pools,
@@ -368,8 +371,6 @@ class Planner:
             action=action,
             cluster=found,
             target=pool,
-            method="PATCH",
-            path=_path(found.id, "node-pools", pool),
             body=parsed.body(),
             diff=diff,
             before=found.node_pools,
@@ -491,8 +492,6 @@ class Planner:
         action: Action,
         cluster: Cluster,
         target: str,
-        method: Method,
-        path: str,
         body: dict[str, Any],
         diff: tuple[FieldChange, ...],
         before: list[NodePool],
@@ -517,6 +516,7 @@ class Planner:
                     rule="R-CREDIT-01",
                 )
             )
+        method, path = request_line(action, cluster.id, target)
         now = self._clock()
         all_rules = {*rule_ids, *(w.rule for w in warnings if w.rule)}
         return Card(

@@ -2,7 +2,8 @@
 
 Every string that came from Door or from the person asking (names, labels, tags, messages) passes
 ``safe_text`` before it reaches a card: control and format characters go, the length is capped, and
-Markdown and HTML specials are escaped. The same escaping applies to the text rendering, because the
+Markdown and HTML specials are escaped. Names this package writes itself (field names, rule ids)
+pass ``ident`` instead, which shows a plain identifier as written and escapes anything else. The same escaping applies to the text rendering, because the
 hosts that show it (chat clients, IDE panes) usually render it as Markdown anyway; a label must not
 become a link, a button or an instruction in either.
 """
@@ -45,6 +46,17 @@ def safe_text(value: object, limit: int = NAME_LIMIT) -> str:
     """``clean_text`` with Markdown and HTML specials escaped: safe inside quotes in either rendering."""
     text = "".join(_HTML.get(ch, ch) for ch in clean_text(value, limit))
     return _MARKDOWN.sub(r"\\\1", text)
+
+
+# Names this package writes itself (card fields, rule ids): words joined by single `_` or `-`, which
+# cannot open Markdown emphasis (an intraword `_` is literal) nor any other markup.
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+)*")
+
+
+def ident(value: object) -> str:
+    """A name we wrote (``auto_scale``, ``R-PATCH-04``) as it is; anything else goes through ``safe_text``."""
+    text = str(value)
+    return text if len(text) <= NAME_LIMIT and _IDENTIFIER.fullmatch(text) else safe_text(text)
 
 
 def code(value: object, limit: int = MESSAGE_LIMIT) -> str:
@@ -123,6 +135,7 @@ def environment() -> Environment:
     )
     env.filters.update(
         safe_text=safe_text,
+        ident=ident,
         code=code,
         quoted=quoted,
         show=show,

@@ -5,11 +5,13 @@ is asked) and the person's answer to it. The answer comes only from the client's
 handler, a channel the model cannot drive (DESIGN.md property 1); no tool argument approves.
 
 The SDK re-runs resolvers on every round of the 2026-07-28 ``input_required`` flow and pins a
-recorded answer to the exact question it answered. So planning reuses a pending card for the same
-request and target state: the question renders identically, and the answer given to it counts.
-A replayed ``requestState`` meets a card that is no longer pending, so it plans a new card, the
-question differs, and the SDK asks again instead of executing anything (property 3 still holds
-in the store: approval is an atomic, single-use transition).
+recorded answer to the exact question it answered. So a later round does not plan again: it takes
+the card already made for this exact request (``asked_card``), whose question renders identically,
+and the answer given to it goes to the approval service, which re-reads the target (stale),
+checks expiry and consumes the card once. A card that is no longer pending (approved by a
+concurrent call, or a replayed ``requestState``) is not asked about again: the call reports what
+became of it and executes nothing (property 3 holds in the store: approval is an atomic,
+single-use transition).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from mcp.server.mcpserver import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
-from confirmation_cards import Card, CardStatus, render_text
+from backend_client import DoorClient
+from confirmation_cards import Action, Card, CardStatus, Planner, render_text, request_digest, request_line
 from maya_tools.errors import door_errors
 from maya_tools.runtime import Runtime, runtime_of
 
@@ -46,6 +49,13 @@ class NoApprovalChannel(BaseModel):
     reason: str
 
 
+class AlreadyDecided(BaseModel):
+    """The card was decided before this call could ask (a concurrent approval, a replayed round)."""
+
+    model_config = ConfigDict(frozen=True)
+    status: CardStatus
+
+
 NO_CHANNEL = (
     "Nothing was changed. This MCP client cannot ask you to approve (it does not support MCP "
     "elicitation), so the card is pending and will expire unapproved at {expires}. To approve "
@@ -54,28 +64,63 @@ NO_CHANNEL = (
 )
 
 
-async def keep_or_store(runtime: Runtime, planned: Card, ctx: Context[Any, Any]) -> Card:
-    """The pending card for this exact request and target state, stored once.
+def keep_or_store(runtime: Runtime, planned: Card) -> Card:
+    """The live pending card for this exact request and target state, stored once.
 
-    Reusing it keeps the elicitation question identical across input_required rounds. On a
-    later round (``request_state`` present) the card the person answered is kept even if it
-    expired meanwhile or its target changed: approving it then reports it expired or stale
-    (DESIGN.md properties 4 and 5) instead of quietly asking about a new card. A new call never
-    reuses an expired card, nor one planned against another state of the target.
+    Calls racing on one request share one card (and one question); an expired card, or one planned
+    against another state of the target, is never reused.
     """
-    resuming = ctx.request_state is not None
     now = runtime.now()
     matches = [
         card
         for card in runtime.store.list(status=CardStatus.PENDING)
         if card.action == planned.action
         and card.body_digest == planned.body_digest
-        and (resuming or (card.target_fingerprint == planned.target_fingerprint and card.expires_at > now))
+        and card.target_fingerprint == planned.target_fingerprint
+        and card.expires_at > now
     ]
     if matches:
         return max(matches, key=lambda card: card.created_at)
     runtime.store.create(planned)
     return planned
+
+
+async def asked_card(
+    runtime: Runtime, door: DoorClient, action: Action, cluster: str, target: str, body: dict[str, Any]
+) -> Card | None:
+    """On a later input_required round: the card made for this exact request, pending first, else the newest.
+
+    The cluster is resolved with the caller's own token, so only a card about a cluster the caller
+    can see is found. Nothing is re-planned, so the answer meets the card it was given to, even
+    when that card has since expired or its target changed (properties 4 and 5 then say so).
+    """
+    with door_errors():
+        found = await door.resolve_cluster(cluster)
+    method, path = request_line(action, found.id, target)
+    digest = request_digest(method, path, body)
+    cards = [card for card in runtime.store.list() if card.action == action and card.body_digest == digest]
+    pending = [card for card in cards if card.status is CardStatus.PENDING]
+    return max(pending or cards, key=lambda card: card.created_at, default=None)
+
+
+async def card_for(
+    ctx: Context[Any, Any],
+    action: Action,
+    cluster: str,
+    target: str,
+    body: dict[str, Any],
+    plan: Callable[[Planner], Awaitable[Card]],
+) -> Card:
+    """The card this call is about: on a later round the one already asked about, else a new plan."""
+    runtime = runtime_of(ctx)
+    door = runtime.door(ctx)
+    if ctx.request_state is not None:
+        asked = await asked_card(runtime, door, action, cluster, target, body)
+        if asked is not None:
+            return asked
+    with door_errors():
+        planned = await plan(runtime.planner(door))
+    return keep_or_store(runtime, planned)
 
 
 def question(card: Card) -> str:
@@ -85,8 +130,10 @@ def question(card: Card) -> str:
     )
 
 
-async def ask(card: Card, ctx: Context[Any, Any]) -> Elicit[Confirm] | NoApprovalChannel:
-    """Ask the person, or report that nobody can be asked."""
+async def ask(card: Card, ctx: Context[Any, Any]) -> Elicit[Confirm] | NoApprovalChannel | AlreadyDecided:
+    """Ask the person, or report that nobody can be asked, or that nothing is left to decide."""
+    if card.status is not CardStatus.PENDING:
+        return AlreadyDecided(status=card.status)
     capabilities = ctx.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
     if elicitation is None or (elicitation.form is None and elicitation.url is not None):
@@ -116,6 +163,8 @@ async def decide(
     who = f"{runtime.approver(ctx)} #{secrets.token_hex(4)}"
     if isinstance(answer, AcceptedElicitation) and isinstance(answer.data, NoApprovalChannel):
         return ChangeResult(status=card.status, changed=False, message=answer.data.reason, card=card)
+    if isinstance(answer, AcceptedElicitation) and isinstance(answer.data, AlreadyDecided):
+        return outcome(runtime.service.get(card.id), decided_here=False)
     if isinstance(answer, AcceptedElicitation) and isinstance(answer.data, Confirm) and answer.data.approve:
         with door_errors():
             done = await runtime.service.approve(card.id, approver=who, door=runtime.door(ctx))
@@ -133,7 +182,7 @@ def outcome(card: Card, *, decided_here: bool) -> ChangeResult:
         return ChangeResult(
             status=card.status,
             changed=False,
-            message=f"This card was already {card.status.value} by another approval; nothing more was done. {said}".strip(),
+            message=f"This card was already {card.status.value} by an earlier or concurrent answer; this call changed nothing. {said}".strip(),
             operation_id=result.operation_id if result else None,
             card=card,
         )

@@ -15,9 +15,7 @@ from pydantic import Field
 from backend_client import rules
 from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
 from confirmation_cards import Card
-from maya_tools.approval import ChangeResult, Confirm, NoApprovalChannel, Plan, ask, decide, keep_or_store
-from maya_tools.errors import door_errors
-from maya_tools.runtime import runtime_of
+from maya_tools.approval import AlreadyDecided, ChangeResult, Confirm, NoApprovalChannel, Plan, ask, card_for, decide
 
 ClusterArg = Annotated[str, Field(description="The cluster's name (for example `payments-prod`) or its id.")]
 PoolArg = Annotated[str, Field(description="The node pool's name, for example `workers`.")]
@@ -43,7 +41,7 @@ def _given(**values: Any) -> dict[str, Any]:
 def _asker(plan: Plan) -> Any:
     async def ask_about_card(
         card: Annotated[Card, Resolve(plan)], ctx: Context[Any, Any]
-    ) -> Elicit[Confirm] | NoApprovalChannel:
+    ) -> Elicit[Confirm] | NoApprovalChannel | AlreadyDecided:
         return await ask(card, ctx)
 
     ask_about_card.__qualname__ = f"ask_about_{plan.__name__}"
@@ -62,7 +60,6 @@ async def plan_add(
     tags: dict[str, str] | None,
     ctx: Context[Any, Any],
 ) -> Card:
-    runtime = runtime_of(ctx)
     request = PublicNodePoolCreateRequest(
         **_given(
             name=name,
@@ -75,9 +72,9 @@ async def plan_add(
             tags=tags,
         )
     )
-    with door_errors():
-        planned = await runtime.planner(runtime.door(ctx)).add_node_pool(cluster, request)
-    return await keep_or_store(runtime, planned, ctx)
+    return await card_for(
+        ctx, "add_node_pool", cluster, name, request.body(), lambda planner: planner.add_node_pool(cluster, request)
+    )
 
 
 async def plan_scale(
@@ -90,7 +87,6 @@ async def plan_scale(
     size: str | None,
     ctx: Context[Any, Any],
 ) -> Card:
-    runtime = runtime_of(ctx)
     if size is not None:
         # R-PATCH-01/R-PATCH-10: the tier of a pool never changes; say how to move instead.
         raise ToolError(
@@ -99,33 +95,40 @@ async def plan_scale(
     patch = PublicNodePoolPatchRequest(
         **_given(count=count, auto_scale=auto_scale, min_nodes=min_nodes, max_nodes=max_nodes)
     )
-    with door_errors():
-        planned = await runtime.planner(runtime.door(ctx)).scale_node_pool(cluster, pool, patch)
-    return await keep_or_store(runtime, planned, ctx)
+    return await card_for(
+        ctx,
+        "scale_node_pool",
+        cluster,
+        pool,
+        patch.body(),
+        lambda planner: planner.scale_node_pool(cluster, pool, patch),
+    )
 
 
 async def plan_relabel(
     cluster: str, pool: str, labels: dict[str, str] | None, tags: dict[str, str] | None, ctx: Context[Any, Any]
 ) -> Card:
-    runtime = runtime_of(ctx)
     patch = PublicNodePoolPatchRequest(**_given(labels=labels, tags=tags))
-    with door_errors():
-        planned = await runtime.planner(runtime.door(ctx)).relabel_node_pool(cluster, pool, patch)
-    return await keep_or_store(runtime, planned, ctx)
+    return await card_for(
+        ctx,
+        "relabel_node_pool",
+        cluster,
+        pool,
+        patch.body(),
+        lambda planner: planner.relabel_node_pool(cluster, pool, patch),
+    )
 
 
 async def plan_remove(cluster: str, pool: str, ctx: Context[Any, Any]) -> Card:
-    runtime = runtime_of(ctx)
-    with door_errors():
-        planned = await runtime.planner(runtime.door(ctx)).remove_node_pool(cluster, pool)
-    return await keep_or_store(runtime, planned, ctx)
+    return await card_for(
+        ctx, "remove_node_pool", cluster, pool, {}, lambda planner: planner.remove_node_pool(cluster, pool)
+    )
 
 
 async def plan_replace(cluster: str, node_name: str, ctx: Context[Any, Any]) -> Card:
-    runtime = runtime_of(ctx)
-    with door_errors():
-        planned = await runtime.planner(runtime.door(ctx)).replace_node(cluster, node_name)
-    return await keep_or_store(runtime, planned, ctx)
+    return await card_for(
+        ctx, "replace_node", cluster, node_name, {}, lambda planner: planner.replace_node(cluster, node_name)
+    )
 
 
 ask_add = _asker(plan_add)

@@ -299,6 +299,33 @@ async def test_a_card_whose_stored_body_no_longer_matches_its_digest_sends_nothi
     assert await operations(admin) == []
 
 
+async def test_a_card_whose_target_no_longer_matches_its_digested_path_sends_nothing(
+    planner: Planner, store: SqliteCardStore, service: ApprovalService, admin: DoorClient, backend: ReferenceBackend
+) -> None:
+    """The call is made from the card's cluster and target, so those must be the ones the digest covers."""
+    cluster = backend.cluster(PROD)
+    assert cluster is not None
+    backend.install_pool(cluster, PublicNodePoolCreateRequest(name="batch", size="dks.m5.xlarge", count=1))
+    planned = await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4))
+    other = await planner.scale_node_pool("payments-prod", "batch", PublicNodePoolPatchRequest(count=4))
+    # Same path, body and digest as the card for `workers`, but aimed at `batch` with batch's own snapshot.
+    tampered = store.create(
+        planned.model_copy(
+            update={
+                "target": "batch",
+                "target_snapshot": other.target_snapshot,
+                "target_fingerprint": other.target_fingerprint,
+            }
+        )
+    )
+
+    result = await service.approve(tampered.id, approver="ada", door=admin)
+
+    assert result.status is CardStatus.FAILED
+    assert result.result is not None and "nothing was sent" in result.result.message
+    assert await operations(admin) == []
+
+
 async def test_a_pool_deleted_after_its_card_was_made_makes_the_card_stale(
     planner: Planner, store: SqliteCardStore, service: ApprovalService, admin: DoorClient, backend: ReferenceBackend
 ) -> None:

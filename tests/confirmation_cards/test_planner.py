@@ -107,6 +107,19 @@ async def test_adding_a_pool_with_labels_warns_they_are_not_kubernetes_node_labe
     assert "R-POOL-05" in card.rules
 
 
+async def test_adding_an_autoscaling_pool_whose_minimum_is_below_its_count_warns_it_may_shrink(
+    planner: Planner,
+) -> None:
+    request = PublicNodePoolCreateRequest(
+        name="batch", size="dks.c5.large", count=3, auto_scale=True, min_nodes=1, max_nodes=4
+    )
+
+    card = await planner.add_node_pool(PROD, request)
+
+    assert "autoscale_may_shrink" in codes(card)
+    assert "R-ADD-06" in card.rules
+
+
 async def test_turning_on_autoscaling_2_to_6_counts_max_nodes_as_capacity(planner: Planner) -> None:
     patch = PublicNodePoolPatchRequest(auto_scale=True, min_nodes=2, max_nodes=6, count=2)
 

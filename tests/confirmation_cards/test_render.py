@@ -9,7 +9,7 @@ from jinja2 import UndefinedError
 
 from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
 from confirmation_cards import Card, Planner, render_markdown, render_text, safe_text
-from confirmation_cards.render import ENVIRONMENT
+from confirmation_cards.render import ENVIRONMENT, ident
 from reference_backend import seed
 from reference_backend.backend import ReferenceBackend
 
@@ -102,6 +102,26 @@ async def test_the_text_card_shows_the_same_facts(planner: Planner) -> None:
 
     for expected in ("Scale node pool “workers”", "count: 2 -> 4", "vCPU: 8 -> 16", "R-CREDIT-01", "super_admin"):
         assert expected in rendered
+
+
+@pytest.mark.parametrize("render", [render_text, render_markdown])
+async def test_field_names_and_rule_ids_we_write_are_shown_unescaped_and_user_strings_still_escaped(
+    planner: Planner, render: object
+) -> None:
+    assert callable(render)
+    request = PublicNodePoolCreateRequest(name="batch", size="dks.m5.xlarge", count=1, labels={"team_a": "x"})
+    rendered = outside_code(render(await planner.add_node_pool("payments-prod", request)))
+
+    assert "auto_scale" in rendered and "root_volume_size_gib" in rendered and "R-POOL-05" in rendered
+    assert "auto\\_scale" not in rendered and "root\\_volume" not in rendered
+    assert "“team\\_a”" in rendered  # a label key is the user's string: still escaped
+
+
+def test_ident_escapes_anything_that_is_not_a_plain_identifier() -> None:
+    assert ident("root_volume_size_gib") == "root_volume_size_gib"
+    assert ident("R-PATCH-04") == "R-PATCH-04"
+    assert ident("_em_") == "\\_em\\_"
+    assert ident("a [b](c)") == safe_text("a [b](c)")
 
 
 async def test_a_template_missing_a_field_fails_instead_of_rendering_blank(planner: Planner) -> None:

@@ -37,6 +37,8 @@ class Person:
             await self.before()
         if self.action == "accept":
             return ElicitResult(action="accept", content={"approve": True})
+        if self.action == "accept-unticked":  # submits the form with `approve` cleared
+            return ElicitResult(action="accept", content={"approve": False})
         return ElicitResult(action=self.action)  # type: ignore[arg-type]
 
 

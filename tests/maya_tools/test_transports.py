@@ -12,14 +12,19 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult
 
-from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_MEMBER_TOKEN
+from maya_tools.server import build_server
+from maya_tools.settings import Settings
+from reference_backend.backend import ReferenceBackend
+from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_MEMBER_TOKEN, DEMO_OUTSIDER_TOKEN
 from tests.maya_tools.conftest import MODES, Person
 
 pytestmark = pytest.mark.anyio
@@ -170,3 +175,36 @@ async def test_http_calls_door_with_each_callers_own_token(http_url: str, mode: 
         done = await client.call_tool(*SCALE)
     assert done.structured_content is not None and done.structured_content["changed"] is True
     assert len(person.messages) == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_http_server_never_falls_back_to_door_token_for_a_request_without_a_bearer(
+    backend: ReferenceBackend, mode: str
+) -> None:
+    """DOOR_TOKEN serves stdio only: over HTTP a request that reached a tool without a bearer calls no Door."""
+    settings = Settings(card_store=":memory:", door_token=DEMO_ADMIN_TOKEN)
+    server = build_server(settings, transport="streamable-http", backend=backend)
+    async with Client(server, mode=mode, elicitation_callback=Person("accept")) as client:  # no HTTP headers
+        read = await client.call_tool("list_clusters", {})
+        change = await client.call_tool(*SCALE)
+    for result in (read, change):
+        assert result.is_error and "no Door token" in result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_over_http_a_card_is_shown_only_to_callers_who_can_read_its_cluster(http_url: str) -> None:
+    async def call(token: str, tool: str, arguments: dict[str, Any]) -> CallToolResult:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+            Client(streamable_http_client(http_url, http_client=http)) as client,  # cannot elicit
+        ):
+            return await client.call_tool(tool, arguments)
+
+    made = await call(DEMO_ADMIN_TOKEN, *SCALE)
+    assert made.structured_content is not None and made.structured_content["status"] == "pending"
+    card_id = made.structured_content["card"]["id"]
+
+    colleague = await call(DEMO_MEMBER_TOKEN, "get_card", {"card_id": card_id})
+    outsider = await call(DEMO_OUTSIDER_TOKEN, "get_card", {"card_id": card_id})
+
+    assert colleague.structured_content is not None and colleague.structured_content["card"]["id"] == card_id
+    assert outsider.is_error and "payments-prod" not in outsider.content[0].text  # type: ignore[union-attr]
