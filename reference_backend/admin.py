@@ -110,7 +110,10 @@ def admin_router(backend: ReferenceBackend, faults: FaultBook, admin_token: str)
 
     @router.post("/clock/advance", response_model=ClockView)
     async def advance(body: AdvanceBody) -> ClockView:
-        clock().advance(body.seconds)
+        try:
+            clock().advance(body.seconds)
+        except ClockError as error:
+            raise Refusal(422, f"{error}. Advance by a smaller amount.") from None
         return clock_view()
 
     @router.put("/clock", response_model=ClockView)

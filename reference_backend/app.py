@@ -30,7 +30,7 @@ from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
 from reference_backend.errors import PROBLEM_BASE, FaultInjected, Refusal, title_for
 from reference_backend.faults import Fault, FaultBook
-from reference_backend.world import Doc, Principal
+from reference_backend.world import Cluster, Doc, Principal, encode_doc
 
 log = logging.getLogger(__name__)
 
@@ -162,8 +162,12 @@ def _bearer(request: Request) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-async def _read_json(request: Request) -> Any:
-    """The parsed body: 413 beyond 64 KiB, 400 when it is not JSON; ``None`` when empty."""
+async def _read_json(request: Request) -> tuple[Any, str]:
+    """The parsed body (``None`` when empty) and its idempotency fingerprint.
+
+    Raises 413 beyond 64 KiB and 400 when it is not JSON, or when a string in it is not Unicode (an
+    unpaired surrogate escape such as ``"\\ud800"``, which json accepts but no answer could encode).
+    """
     too_large = Refusal(413, f"the request body exceeds {MAX_BODY_BYTES} bytes. Send a smaller body.")
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
@@ -177,9 +181,14 @@ async def _read_json(request: Request) -> Any:
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():
-        return None
+        return None, idempotency.fingerprint(None)
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
+        return body, idempotency.fingerprint(body)
+    except UnicodeEncodeError:
+        raise Refusal(
+            400, "the request body holds a string with an unpaired surrogate escape. Send valid Unicode text."
+        ) from None
     except (ValueError, RecursionError) as error:
         raise Refusal(400, f"the request body is not valid JSON ({error}). Send a JSON object.") from None
 
@@ -324,7 +333,7 @@ async def _answer_mutation(
     request: Request,
     backend: ReferenceBackend,
     token: str,
-    body: Any,
+    fingerprint: str,
     rule: str,
     change: Handler,
 ) -> Response:
@@ -333,7 +342,7 @@ async def _answer_mutation(
     key_scope = None
     if key:
         key_scope = idempotency.scope(token, request.method, request.url.path, key)
-        stored = backend.idempotency.begin(key_scope, idempotency.fingerprint(body), backend.now(), rule)
+        stored = backend.idempotency.begin(key_scope, fingerprint, backend.now(), rule)
         if stored is not None:
             return Response(
                 stored.body,
@@ -343,7 +352,7 @@ async def _answer_mutation(
             )
     try:
         await _spend_fault_latency(request)
-        backend.now()
+        now = backend.now()
         answer = change()  # synchronous: the checks and the change are atomic (R-OP-01)
     except BaseException:
         if key_scope is not None:
@@ -352,12 +361,8 @@ async def _answer_mutation(
     text = json.dumps(answer, separators=(",", ":"))
     headers = {"X-Request-Id": _request_id(request) or ""}
     if key_scope is not None:
-        backend.remember_answer(
-            key_scope,
-            idempotency.StoredAnswer(
-                idempotency.fingerprint(body), 202, text, headers, idempotency.IdempotencyStore.expiry(backend.now())
-            ),
-        )
+        expires_at = idempotency.IdempotencyStore.expiry(now)
+        backend.remember_answer(key_scope, idempotency.StoredAnswer(fingerprint, 202, text, headers, expires_at))
     return Response(text, status_code=202, headers=headers, media_type="application/json")
 
 
@@ -369,10 +374,26 @@ def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
         assert token is not None
         return token, principal
 
-    async def read(request: Request, produce: Callable[[], Doc]) -> Response:
+    async def read(request: Request, produce: Callable[[Principal], Doc]) -> Response:
+        """A read: fault latency first, then the checks (in ``produce``) and the body, with no await between."""
         await _spend_fault_latency(request)
-        backend.now()
-        return JSONResponse(produce())
+        _, principal = who(request)
+        return Response(encode_doc(produce(principal)), media_type="application/json")
+
+    async def read_cluster(request: Request, cluster_id: str, produce: Callable[[Cluster], Doc]) -> Response:
+        return await read(request, lambda principal: produce(backend.cluster_for(principal, cluster_id)))
+
+    async def authorised_body(request: Request, cluster_id: str) -> tuple[str, Principal, Any, str]:
+        """Steps 2-5 of a mutation up to the parsed body: token, cluster, role, then the bytes."""
+        token, principal = who(request)
+        backend.cluster_for(principal, cluster_id)
+        backend.require_super_admin(principal)
+        body, fingerprint = await _read_json(request)
+        return token, principal, body, fingerprint
+
+    def on_cluster(principal: Principal, cluster_id: str, change: Callable[[Cluster], Doc]) -> Handler:
+        # Looked up again after the awaits (body, fault latency): a reset may have replaced the world.
+        return lambda: change(backend.cluster_for(principal, cluster_id))
 
     @app.get(
         f"{PREFIX}/machine-tiers",
@@ -382,26 +403,22 @@ def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
     )
     async def machine_tiers(request: Request) -> Response:
         """The machine-tier catalog: vCPU, memory, disk and hourly price of every size."""
-        who(request)
         items = [t.model_dump(mode="json") for t in backend.catalog.values()]
-        return await read(request, lambda: {"schema_version": models.CATALOG_SCHEMA, "items": items})
+        return await read(request, lambda _: {"schema_version": models.CATALOG_SCHEMA, "items": items})
 
     @app.get(
         f"{PREFIX}/clusters", response_model=models.ClusterList, responses=_problem_responses(401), tags=["clusters"]
     )
     async def list_clusters(request: Request, name: str | None = None) -> Response:
         """The clusters of the caller's organisation, optionally only the one with this exact name."""
-        _, principal = who(request)
-        return await read(request, lambda: backend.list_clusters(principal, name))
+        return await read(request, lambda principal: backend.list_clusters(principal, name))
 
     @app.get(
         f"{PREFIX}/clusters/{{cluster_id}}", response_model=models.Cluster, responses=_READ_ERRORS, tags=["clusters"]
     )
     async def get_cluster(request: Request, cluster_id: str) -> Response:
         """R-POOL-03: the cluster with its pools embedded and the capacity totals (200 in any phase)."""
-        _, principal = who(request)
-        backend.cluster_for(principal, cluster_id)
-        return await read(request, lambda: backend.cluster_body(backend.cluster_for(principal, cluster_id)))
+        return await read_cluster(request, cluster_id, backend.cluster_body)
 
     @app.get(
         f"{PREFIX}/clusters/{{cluster_id}}/state",
@@ -411,9 +428,7 @@ def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
     )
     async def get_state(request: Request, cluster_id: str) -> Response:
         """R-OP-03: the phase and every pool or node operation, newest first."""
-        _, principal = who(request)
-        backend.cluster_for(principal, cluster_id)
-        return await read(request, lambda: backend.state_body(backend.cluster_for(principal, cluster_id)))
+        return await read_cluster(request, cluster_id, backend.state_body)
 
     @app.get(
         f"{PREFIX}/clusters/{{cluster_id}}/node-pools",
@@ -423,9 +438,7 @@ def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
     )
     async def list_pools(request: Request, cluster_id: str) -> Response:
         """R-POOL-01: the pools of the cluster (200 in any phase, R-PHASE-02)."""
-        _, principal = who(request)
-        backend.cluster_for(principal, cluster_id)
-        return await read(request, lambda: backend.pools_body(backend.cluster_for(principal, cluster_id)))
+        return await read_cluster(request, cluster_id, backend.pools_body)
 
     @app.post(
         f"{PREFIX}/clusters/{{cluster_id}}/node-pools",
@@ -437,19 +450,10 @@ def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
     )
     async def add_pool(request: Request, cluster_id: str) -> Response:
         """Add a pool (R-ADD-*): 202 with the cluster; the workers come up in the background."""
-        token, principal = who(request)
-        backend.cluster_for(principal, cluster_id)
-        backend.require_super_admin(principal)
-        body = await _read_json(request)
+        token, principal, body, fingerprint = await authorised_body(request, cluster_id)
         pool = parse_create(body, backend)
-        return await _answer_mutation(
-            request,
-            backend,
-            token,
-            body,
-            "R-ADD-09",
-            lambda: backend.add_pool(backend.cluster_for(principal, cluster_id), pool),
-        )
+        change = on_cluster(principal, cluster_id, lambda cluster: backend.add_pool(cluster, pool))
+        return await _answer_mutation(request, backend, token, fingerprint, "R-ADD-09", change)
 
     @app.patch(
         f"{PREFIX}/clusters/{{cluster_id}}/node-pools/{{pool_name}}",
@@ -461,19 +465,10 @@ def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
     )
     async def patch_pool(request: Request, cluster_id: str, pool_name: str) -> Response:
         """Change a pool (R-PATCH-*): 202 with the cluster; scaling happens in the background."""
-        token, principal = who(request)
-        backend.cluster_for(principal, cluster_id)
-        backend.require_super_admin(principal)
-        body = await _read_json(request)
+        token, principal, body, fingerprint = await authorised_body(request, cluster_id)
         patch = parse_patch(body)
-        return await _answer_mutation(
-            request,
-            backend,
-            token,
-            body,
-            "R-PATCH-09",
-            lambda: backend.patch_pool(backend.cluster_for(principal, cluster_id), pool_name, patch),
-        )
+        change = on_cluster(principal, cluster_id, lambda cluster: backend.patch_pool(cluster, pool_name, patch))
+        return await _answer_mutation(request, backend, token, fingerprint, "R-PATCH-09", change)
 
     @app.delete(
         f"{PREFIX}/clusters/{{cluster_id}}/node-pools/{{pool_name}}",
@@ -484,18 +479,9 @@ def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
     )
     async def delete_pool(request: Request, cluster_id: str, pool_name: str) -> Response:
         """Remove a pool (R-DEL-*): it stays ``deleting`` until its workers are gone."""
-        token, principal = who(request)
-        backend.cluster_for(principal, cluster_id)
-        backend.require_super_admin(principal)
-        body = await _read_json(request)
-        return await _answer_mutation(
-            request,
-            backend,
-            token,
-            body,
-            "R-ADD-09",
-            lambda: backend.delete_pool(backend.cluster_for(principal, cluster_id), pool_name),
-        )
+        token, principal, _, fingerprint = await authorised_body(request, cluster_id)
+        change = on_cluster(principal, cluster_id, lambda cluster: backend.delete_pool(cluster, pool_name))
+        return await _answer_mutation(request, backend, token, fingerprint, "R-ADD-09", change)
 
     @app.get(
         f"{PREFIX}/clusters/{{cluster_id}}/nodes",
@@ -505,9 +491,7 @@ def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
     )
     async def list_nodes(request: Request, cluster_id: str) -> Response:
         """R-NODE-01..05: the best-known snapshot of every worker, always 200 (never 202)."""
-        _, principal = who(request)
-        backend.cluster_for(principal, cluster_id)
-        return await read(request, lambda: backend.nodes_body(backend.cluster_for(principal, cluster_id)))
+        return await read_cluster(request, cluster_id, backend.nodes_body)
 
     @app.get(
         f"{PREFIX}/clusters/{{cluster_id}}/node-pools/{{pool_name}}/nodes",
@@ -517,9 +501,7 @@ def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
     )
     async def list_pool_nodes(request: Request, cluster_id: str, pool_name: str) -> Response:
         """R-NODE-01..05: the cluster snapshot filtered to one pool; 404 for an unknown pool."""
-        _, principal = who(request)
-        backend.cluster_for(principal, cluster_id)
-        return await read(request, lambda: backend.nodes_body(backend.cluster_for(principal, cluster_id), pool_name))
+        return await read_cluster(request, cluster_id, lambda cluster: backend.nodes_body(cluster, pool_name))
 
     @app.delete(
         f"{PREFIX}/clusters/{{cluster_id}}/nodes/{{node_name}}",
@@ -530,19 +512,10 @@ def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
     )
     async def replace_node(request: Request, cluster_id: str, node_name: str) -> Response:
         """Replace a worker (R-RNODE-*): the pool keeps its count; an unknown name fails asynchronously."""
-        token, principal = who(request)
-        backend.cluster_for(principal, cluster_id)
-        backend.require_super_admin(principal)
-        body = await _read_json(request)
+        token, principal, _, fingerprint = await authorised_body(request, cluster_id)
         parse_node_name(node_name)
-        return await _answer_mutation(
-            request,
-            backend,
-            token,
-            body,
-            "R-ADD-09",
-            lambda: backend.replace_node(backend.cluster_for(principal, cluster_id), node_name),
-        )
+        change = on_cluster(principal, cluster_id, lambda cluster: backend.replace_node(cluster, node_name))
+        return await _answer_mutation(request, backend, token, fingerprint, "R-ADD-09", change)
 
 
 def _request_body(schema: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from backend_client import rules
 from backend_client.models import (
@@ -50,6 +50,7 @@ from reference_backend.world import (
     Pool,
     Principal,
     Role,
+    Snapshot,
     Worker,
     iso,
     iso_or_none,
@@ -344,7 +345,7 @@ class ReferenceBackend:
             inventory.refresh_at = now + _seconds(INVENTORY_REFRESH_SECONDS)
             self._schedule(inventory.refresh_at, "inventory", cluster.id)
             self._touch("inventory", cluster.id)
-        items = inventory.snapshot or []
+        items: list[Doc] = inventory.snapshot or []
         if pool_name is not None:
             items = [n for n in items if n["pool"] == pool_name]
         self.commit()
@@ -358,8 +359,8 @@ class ReferenceBackend:
             "next_refresh_at": iso_or_none(inventory.refresh_at),
         }
 
-    def _node_items(self, cluster: Cluster) -> list[Doc]:
-        return [w.to_public(pool.name) for pool in cluster.pools.values() for w in pool.workers.values()]
+    def _node_items(self, cluster: Cluster) -> Snapshot:
+        return Snapshot(w.to_public(pool.name) for pool in cluster.pools.values() for w in pool.workers.values())
 
     # --- mutations (steps 7-12 of the order of checks) -------------------------------------------
 
@@ -742,7 +743,7 @@ class ReferenceBackend:
         if not self._dirty:
             return
         self._dirty.add(("meta", "world"))
-        upserts: dict[Key, Any] = {}
+        upserts: dict[Key, Doc] = {}
         deletes: set[Key] = set()
         for table, key in self._dirty:
             doc = self._doc_of(table, key)
@@ -812,8 +813,7 @@ class ReferenceBackend:
             self._operations[op.id] = op
         for key, doc in self._store.load("inventory"):
             self._clusters[key].inventory = Inventory.from_doc(doc)
-        for key, doc in self._store.load("idempotency"):
-            self.idempotency.answers[key] = StoredAnswer.from_doc(doc)
+        self.idempotency.load((key, StoredAnswer.from_doc(doc)) for key, doc in self._store.load("idempotency"))
         self._rebuild_events()
 
     def _rebuild_events(self) -> None:

@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol, runtime_checkable
 
 DEFAULT_START = datetime(2026, 10, 1, 12, 0, 0, tzinfo=UTC)
+# Far enough for any test, early enough that every simulated duration added to it is still a datetime.
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 ClockMode = Literal["manual", "scaled"]
 
@@ -45,6 +47,21 @@ def _aware(when: datetime) -> datetime:
     return when.astimezone(UTC)
 
 
+def _forward(start: datetime, seconds: float) -> datetime:
+    """``start`` plus ``seconds`` (≥ 0); raises ``ClockError`` for a negative amount or beyond ``LATEST``."""
+    if seconds < 0:
+        raise ClockError(f"cannot advance by a negative amount ({seconds})")
+    if seconds > (LATEST - start).total_seconds():
+        raise ClockError(f"cannot advance beyond {LATEST.isoformat()}")
+    return start + timedelta(seconds=seconds)
+
+
+def _not_beyond_latest(when: datetime) -> datetime:
+    if when > LATEST:
+        raise ClockError(f"cannot set the clock beyond {LATEST.isoformat()}")
+    return when
+
+
 class ManualClock:
     """A clock that only moves when ``advance`` or ``set`` is called."""
 
@@ -58,15 +75,13 @@ class ManualClock:
         return self._now
 
     def advance(self, seconds: float) -> datetime:
-        """Move forward by ``seconds`` (≥ 0); raises ``ClockError`` for a negative amount."""
-        if seconds < 0:
-            raise ClockError(f"cannot advance by a negative amount ({seconds})")
-        self._now += timedelta(seconds=seconds)
+        """Move forward by ``seconds`` (≥ 0); raises ``ClockError`` for a negative amount or beyond ``LATEST``."""
+        self._now = _forward(self._now, seconds)
         return self._now
 
     def set(self, when: datetime) -> datetime:
-        """Jump to ``when``; raises ``ClockError`` if that is in the past."""
-        when = _aware(when)
+        """Jump to ``when``; raises ``ClockError`` if that is in the past or beyond ``LATEST``."""
+        when = _not_beyond_latest(_aware(when))
         if when < self._now:
             raise ClockError(f"the clock never goes backwards ({when.isoformat()} < {self._now.isoformat()})")
         self._now = when
@@ -90,13 +105,11 @@ class ScaledClock:
         return self._base + timedelta(seconds=elapsed)
 
     def advance(self, seconds: float) -> datetime:
-        if seconds < 0:
-            raise ClockError(f"cannot advance by a negative amount ({seconds})")
-        self._base += timedelta(seconds=seconds)
+        self._base = _forward(self._base, seconds)
         return self.now()
 
     def set(self, when: datetime) -> datetime:
-        when = _aware(when)
+        when = _not_beyond_latest(_aware(when))
         current = self.now()
         if when < current:
             raise ClockError(f"the clock never goes backwards ({when.isoformat()} < {current.isoformat()})")

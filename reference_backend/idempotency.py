@@ -1,23 +1,25 @@
 """Idempotency keys (R-ADD-09, R-PATCH-09; decision: DELETEs too).
 
 A key is scoped to token + method + path + key and remembers a SHA-256 of the canonical body
-(sorted keys, no whitespace; an empty body is ``{}``) for 24 h of simulated time. Only 2xx answers
-are stored; a refused request releases its key so a corrected retry may use it.
+(sorted keys, no whitespace; an empty body is ``{}``) for 24 h of simulated time, then forgets it
+(the row too). Only 2xx answers are stored; a refused request releases its key so a corrected retry
+may use it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import takewhile
 from typing import Any
 
 from reference_backend.errors import Refusal
 from reference_backend.world import Doc, iso, parse_time
 
 KEY_TTL = timedelta(hours=24)
-MAX_KEY_LENGTH = 255
 
 
 def fingerprint(body: Any) -> str:
@@ -54,7 +56,11 @@ class StoredAnswer:
 
 
 class IdempotencyStore:
-    """Answers already given, and keys whose first request is still being handled."""
+    """Answers already given, and keys whose first request is still being handled.
+
+    ``answers`` is kept in expiry order (simulated time never goes back and every answer lives
+    24 h), so forgetting the expired ones visits only those.
+    """
 
     def __init__(self) -> None:
         self.answers: dict[str, StoredAnswer] = {}
@@ -67,11 +73,8 @@ class IdempotencyStore:
         Raises ``Refusal`` 409 while the first request with this key is in flight and 422 when the
         key was used with another body (``rule`` names which of R-ADD-09 / R-PATCH-09 applies).
         """
+        self._forget_expired(now)
         stored = self.answers.get(key_scope)
-        if stored is not None and stored.expires_at <= now:
-            del self.answers[key_scope]
-            self.dirty.add(key_scope)
-            stored = None
         if stored is not None:
             if stored.fingerprint != body_fingerprint:
                 raise Refusal(
@@ -97,6 +100,16 @@ class IdempotencyStore:
             )
         self._in_flight[key_scope] = body_fingerprint
         return None
+
+    def _forget_expired(self, now: datetime) -> None:
+        expired = [key for key, _ in takewhile(lambda item: item[1].expires_at <= now, self.answers.items())]
+        for key_scope in expired:
+            del self.answers[key_scope]
+            self.dirty.add(key_scope)
+
+    def load(self, entries: Iterable[tuple[str, StoredAnswer]]) -> None:
+        """Take the answers of a state file, in expiry order."""
+        self.answers = dict(sorted(entries, key=lambda entry: entry[1].expires_at))
 
     def finish(self, key_scope: str, answer: StoredAnswer | None) -> None:
         """Store a 2xx answer for replay, or release the key (``answer=None``)."""

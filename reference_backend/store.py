@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from reference_backend.world import Doc, encode_doc
+
 TABLES = ("meta", "organisations", "tokens", "clusters", "pools", "operations", "inventory", "idempotency")
 
 Key = tuple[str, str]
@@ -25,7 +27,7 @@ class Store:
     def load(self, table: str) -> Iterator[tuple[str, Any]]:
         return iter(())
 
-    def write(self, upserts: dict[Key, Any], deletes: set[Key]) -> None:
+    def write(self, upserts: dict[Key, Doc], deletes: set[Key]) -> None:
         """Write the changed rows in one transaction (a no-op in memory)."""
 
     def clear(self) -> None:
@@ -64,14 +66,14 @@ class SqliteStore(Store):
         for key, doc in self._db.execute(f"SELECT key, doc FROM {table}"):
             yield key, json.loads(doc)
 
-    def write(self, upserts: dict[Key, Any], deletes: set[Key]) -> None:
+    def write(self, upserts: dict[Key, Doc], deletes: set[Key]) -> None:
         if not upserts and not deletes:
             return
         with self._transaction():
             for (table, key), doc in upserts.items():
                 self._db.execute(
                     f"INSERT INTO {table} (key, doc) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET doc = excluded.doc",
-                    (key, json.dumps(doc, separators=(",", ":"))),
+                    (key, encode_doc(doc).decode()),
                 )
             for table, key in deletes:
                 self._db.execute(f"DELETE FROM {table} WHERE key = ?", (key,))

@@ -185,3 +185,23 @@ async def test_the_admin_plane_is_never_faulted(door: httpx2.AsyncClient) -> Non
     await door.post("/_reference/faults", headers=REF, json={"route": "*", "status": 503, "count": None})
     assert (await door.get("/_reference/clock", headers=REF)).status_code == 200
     assert (await door.delete("/_reference/faults", headers=REF)).status_code == 204
+
+
+@pytest.mark.parametrize("seconds", [1e308, 1e15])
+async def test_advancing_the_clock_beyond_its_range_is_422_and_leaves_it_alone(
+    door: httpx2.AsyncClient, seconds: float
+) -> None:
+    """A datetime cannot hold the year 10,000: the admin plane refuses instead of failing with a 500."""
+    response = await door.post("/_reference/clock/advance", headers=REF, json={"seconds": seconds})
+    assert (response.status_code, response.headers["content-type"]) == (422, "application/problem+json")
+    assert (await door.get("/_reference/clock", headers=REF)).json()["now"] == "2026-10-01T12:00:00Z"
+    assert (await door.get(CLUSTER, headers=ADMIN)).status_code == 200
+
+
+async def test_setting_the_clock_near_the_end_of_time_is_409_so_the_world_keeps_working(
+    door: httpx2.AsyncClient,
+) -> None:
+    """Every simulated duration is added to the clock: one at 9999-12-31 would make every change a 500."""
+    far = await door.put("/_reference/clock", headers=REF, json={"now": "9999-12-31T00:00:00Z"})
+    assert far.status_code == 409
+    assert (await door.patch(f"{CLUSTER}/node-pools/workers", headers=ADMIN, json={"count": 3})).status_code == 202

@@ -42,6 +42,18 @@ async def test_invalid_utf8_is_400(door: httpx2.AsyncClient) -> None:
     problem(response, 400)
 
 
+@pytest.mark.parametrize("idempotency_key", [None, "surrogate"])
+async def test_an_unpaired_surrogate_escape_is_400_and_never_reaches_the_world(
+    door: httpx2.AsyncClient, idempotency_key: str | None
+) -> None:
+    """json accepts "\\ud800"; no answer can encode it, so taking it would turn every later read into a 500."""
+    headers = ADMIN | ({"Idempotency-Key": idempotency_key} if idempotency_key else {})
+    body = b'{"name": "batch", "size": "dks.c5.large", "labels": {"team": "\\ud800"}}'
+    problem(await door.post(f"{CLUSTER}/node-pools", headers=headers, content=body), 400)
+    assert (await door.get(CLUSTER, headers=ADMIN)).status_code == 200
+    assert [p["name"] for p in (await door.get(f"{CLUSTER}/node-pools", headers=ADMIN)).json()["items"]] == ["workers"]
+
+
 @pytest.mark.parametrize("body", [b"[1, 2]", b'"text"', b"42", b"null", b""])
 async def test_a_body_that_is_not_an_object_is_422(door: httpx2.AsyncClient, body: bytes) -> None:
     response = await door.patch(f"{CLUSTER}/node-pools/workers", headers=ADMIN, content=body)

@@ -6,7 +6,9 @@ import httpx2
 import pytest
 
 from reference_backend import seed
+from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
+from reference_backend.world import compact_json, encode_doc
 from tests.conftest import ADMIN_TOKEN, auth
 
 pytestmark = pytest.mark.anyio
@@ -126,3 +128,21 @@ async def test_a_refresh_due_while_the_inventory_is_down_is_dropped(
     await door.put("/_reference/inventory", headers=auth(ADMIN_TOKEN), json={"available": True})
     body = (await door.get(NODES, headers=MEMBER)).json()
     assert (body["cold"], body["next_refresh_at"]) == (True, "2026-10-01T12:00:04Z")
+
+
+async def test_the_node_list_is_rendered_like_any_answer_and_encoded_once_per_snapshot(
+    door: httpx2.AsyncClient, clock: ManualClock, backend: ReferenceBackend
+) -> None:
+    """R-NODE-01/04: every read until the next refresh serves the same snapshot, so its JSON is reused."""
+    await door.get(NODES, headers=MEMBER)
+    clock.advance(2)
+    first = await door.get(NODES, headers=MEMBER)
+    second = await door.get(NODES, headers=MEMBER)
+    assert first.headers["content-type"] == "application/json"
+    assert first.content == second.content == compact_json(first.json())
+    cluster = backend.cluster(seed.DEMO_CLUSTER_ID)
+    assert cluster is not None and cluster.inventory.snapshot is not None
+    assert vars(cluster.inventory.snapshot)["json"] in first.content
+    assert encode_doc({"a": 1, "items": cluster.inventory.snapshot, "z": None}) == compact_json(
+        {"a": 1, "items": list(cluster.inventory.snapshot), "z": None}
+    )

@@ -127,3 +127,18 @@ async def test_two_hundred_pools_of_two_hundred_nodes_list_in_one_request(tmp_pa
     backend.close()
     rows = sqlite3.connect(tmp_path / "big.sqlite").execute("SELECT COUNT(*) FROM pools").fetchone()[0]
     assert rows == 200 + 3  # the demo seed has three pools
+
+
+async def test_the_node_inventory_snapshot_survives_a_restart(tmp_path: Path) -> None:
+    """R-NODE-03/04: a restart does not turn a fresh snapshot cold again; it is served as it was taken."""
+    state = tmp_path / "door.sqlite"
+    first = ReferenceBackend(ManualClock(), state_path=state)
+    async with serve(first) as door:
+        await door.get(f"{CLUSTER}/nodes", headers=ADMIN)
+        first.clock.advance(2)  # type: ignore[attr-defined]
+        before = (await door.get(f"{CLUSTER}/nodes", headers=ADMIN)).json()
+    assert (before["cold"], before["total"]) == (False, 2)
+    second = ReferenceBackend(ManualClock(), state_path=state)
+    async with serve(second) as door:
+        assert (await door.get(f"{CLUSTER}/nodes", headers=ADMIN)).json() == before
+    second.close()

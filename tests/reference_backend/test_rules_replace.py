@@ -15,6 +15,7 @@ from tests.reference_backend.rules_helpers import (
     UNKNOWN_NODE_FAILS_S,
     get_pool,
     get_state,
+    patch_pool,
     problem,
     replace_node,
     set_phase,
@@ -155,3 +156,14 @@ async def test_r_rnode_05_not_provisioned_is_409(door: httpx2.AsyncClient, phase
 async def test_r_rnode_05_seeded_pending_cluster_is_409(door: httpx2.AsyncClient) -> None:
     """R-RNODE-05: payments-staging (NodesReady) refuses a node delete with 409."""
     problem(await replace_node(door, "some-node", cid=PENDING_CID), 409, {"R-PHASE-01", "R-RNODE-05"})
+
+
+async def test_r_rnode_05_a_node_already_draining_from_a_scale_down_is_409(
+    door: httpx2.AsyncClient, clock: ManualClock
+) -> None:
+    """R-RNODE-05 (decision): a worker a scale-down is draining is being deleted; replacing it → 409."""
+    before = await settled_nodes(door, clock, pool="workers")
+    newest = next(n.name for n in before.items if n.name != seed.DEMO_NODE_NAME)  # scale-down drains the newest
+    assert (await patch_pool(door, "workers", {"count": 1})).status_code == 202
+    problem(await replace_node(door, newest), 409, "R-RNODE-05")
+    assert (await replace_node(door, seed.DEMO_NODE_NAME)).status_code == 202  # the one that stays
