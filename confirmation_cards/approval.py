@@ -7,7 +7,7 @@ never raises for anything Door answers: every outcome is a card status with a pl
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from backend_client.errors import DoorConnectionError, DoorError, DoorStatusError, OutcomeUnknown
 from backend_client.models import OperationKind, PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
@@ -33,6 +33,11 @@ ACCEPTED = {
     "remove_node_pool": "Door accepted the removal of pool {target}; it is deleting until its workers are gone.",
     "replace_node": "Door accepted the replacement of node {target}; watch the node list for the new worker.",
 }
+
+
+# A card still executing this long after its approval belongs to a server that stopped: a Door
+# call and its read-back end well within it (the client's timeout is 30 s, with two retries).
+INTERRUPTED_AFTER = timedelta(minutes=5)
 
 
 class ApprovalService:
@@ -112,6 +117,28 @@ class ApprovalService:
                 if moved.status is CardStatus.EXPIRED:
                     expired.append(moved)
         return expired
+
+    def recover_interrupted(self, *, older_than: timedelta = INTERRUPTED_AFTER) -> list[Card]:
+        """Close cards left ``executing`` by a server that stopped mid-approval, as ``failed``.
+
+        Door may or may not have received the call, so the result says so and points at the
+        cluster's operations; nothing is re-sent without a person. Only cards approved longer
+        ago than ``older_than`` are touched, so another server's approval in progress is not.
+        """
+        now = self._clock()
+        recovered: list[Card] = []
+        for card in self._store.list(status=CardStatus.EXECUTING):
+            if card.approved_at is not None and now - card.approved_at < older_than:
+                continue
+            result = CardResult(
+                message="The server stopped after this card was approved and before Door's answer was recorded; "
+                "the change may or may not have happened (at most once: the card id was the idempotency key). "
+                "Check the cluster's operations before planning it again."
+            )
+            moved = self._finish(card, CardStatus.FAILED, result)
+            if moved.status is CardStatus.FAILED:
+                recovered.append(moved)
+        return recovered
 
     # --- execution -----------------------------------------------------------------------------
 

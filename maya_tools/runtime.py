@@ -136,6 +136,8 @@ async def open_runtime(
         logger.info("Door API at %s", base_url)
     store = SqliteCardStore(settings.card_store)
     service = ApprovalService(store, clock=card_time(clock))
+    for card in service.recover_interrupted():
+        logger.warning("Card %s was left executing by a stopped server; recorded as failed (outcome unknown).", card.id)
     try:
         yield Runtime(settings, transport, http, base_url, store, service, clock, backend)
     finally:

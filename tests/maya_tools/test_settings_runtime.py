@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import pytest
+
+from backend_client import DoorClient
+from backend_client.models import PublicNodePoolPatchRequest
 from maya_tools.runtime import card_time
 from maya_tools.settings import Settings
 from reference_backend.clock import ManualClock, ScaledClock
+from reference_backend.seed import DEMO_ADMIN_TOKEN
 
 
 def test_settings_read_every_variable_once() -> None:
@@ -52,3 +58,33 @@ def test_a_manual_clock_drives_card_time_in_tests() -> None:
 
 def test_the_card_store_defaults_under_home_without_xdg_state_home() -> None:
     assert Settings.from_env({"HOME": "/home/ada"}).card_store == "/home/ada/.local/state/maya-tools/cards.sqlite3"
+
+
+@pytest.mark.anyio
+async def test_starting_the_server_closes_cards_a_stopped_server_left_executing(tmp_path: Path) -> None:
+    from confirmation_cards import CardStatus, SqliteCardStore
+    from confirmation_cards.store import AuditEntry
+    from maya_tools.runtime import open_runtime
+    from reference_backend.backend import ReferenceBackend
+
+    clock = ManualClock()
+    backend = ReferenceBackend(clock=clock, seed="demo")
+    settings = Settings(card_store=str(tmp_path / "cards.sqlite3"))
+    async with open_runtime(settings, "memory", backend=backend) as runtime:
+        door = DoorClient(runtime.base_url, DEMO_ADMIN_TOKEN, http_client=runtime.http, sleep=runtime.sleep)
+        card = runtime.store.create(
+            await runtime.planner(door).scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=3))
+        )
+        runtime.store.transition(
+            card.id,
+            expected=CardStatus.PENDING,
+            to=CardStatus.EXECUTING,
+            entry=AuditEntry("approved", clock.now(), by="tester"),
+            update={"approved_at": clock.now()},
+        )
+    clock.advance(600)  # the server was down a while
+    async with open_runtime(settings, "memory", backend=backend):
+        pass
+    reopened = SqliteCardStore(tmp_path / "cards.sqlite3")
+    stored = reopened.get(card.id)
+    assert stored is not None and stored.status is CardStatus.FAILED
