@@ -27,7 +27,9 @@ MAP_ENTRIES = 8
 # Backslash escapes for the Markdown punctuation that can start markup inside a line (values are
 # always inline, inside quotes, so list and heading markers at a line start cannot occur); `&`, `<`
 # and `>` become entities instead, so no HTML tag or entity in a label can ever pass through raw.
-_MARKDOWN = re.compile(r"([\\`*_\[\]()#|!~])")
+# Parentheses are left alone: they only make a link or an image after `]`, which is always escaped,
+# and escaping them put backslashes into every plain-text card a person reads (the elicitation).
+_MARKDOWN = re.compile(r"([\\`*_\[\]#|!~])")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 # Cc: control (newlines, escapes), Cf: format (bidi overrides, zero-width), Zl/Zp: line separators.
 _STRIP = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs"})

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backend_client import DoorClient
 from confirmation_cards import Action, Card, CardStatus, Planner, render_text, request_digest, request_line
+from confirmation_cards.render import when
 from maya_tools.errors import door_errors
 from maya_tools.runtime import Runtime, runtime_of
 
@@ -137,7 +138,7 @@ async def ask(card: Card, ctx: Context[Any, Any]) -> Elicit[Confirm] | NoApprova
     capabilities = ctx.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
     if elicitation is None or (elicitation.form is None and elicitation.url is not None):
-        return NoApprovalChannel(reason=NO_CHANNEL.format(expires=card.expires_at.isoformat()))
+        return NoApprovalChannel(reason=NO_CHANNEL.format(expires=when(card.expires_at)))
     return Elicit(question(card), Confirm)
 
 
@@ -171,10 +172,10 @@ async def decide(
         return outcome(done, decided_here=done.approved_by == who)
     reason = "cancelled" if answer.action == "cancel" else "declined"
     done = await runtime.service.decline(card.id, by=who, reason=reason)
-    return outcome(done, decided_here=done.declined_by == who)
+    return outcome(done, decided_here=done.declined_by == who, reason=reason)
 
 
-def outcome(card: Card, *, decided_here: bool) -> ChangeResult:
+def outcome(card: Card, *, decided_here: bool, reason: str = "declined") -> ChangeResult:
     result = card.result
     said = result.message if result is not None else ""
     if not decided_here and card.status in (CardStatus.EXECUTING, CardStatus.EXECUTED, CardStatus.DECLINED):
@@ -196,7 +197,11 @@ def outcome(card: Card, *, decided_here: bool) -> ChangeResult:
             card=card,
         )
     if card.status == CardStatus.DECLINED:
-        return ChangeResult(status=card.status, changed=False, message="Declined: nothing was changed.", card=card)
+        if reason == "cancelled":
+            message = "Cancelled without approval: the card is recorded as declined and nothing was changed."
+        else:
+            message = "Declined: nothing was changed."
+        return ChangeResult(status=card.status, changed=False, message=message, card=card)
     if card.status == CardStatus.EXPIRED:
         return ChangeResult(
             status=card.status,

@@ -6,7 +6,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, InputRequiredResult
+from pydantic import ValidationError
 
 import prompts
 from maya_tools import prompts as mcp_prompts
@@ -16,6 +19,59 @@ from maya_tools.tools import cards, changes, read
 from reference_backend.backend import ReferenceBackend
 
 INSTRUCTIONS = prompts.render("instructions.md.j2")
+CHANGE_TOOLS = frozenset({"add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool", "replace_node"})
+SHOWN_INPUT = 80
+SHOWN_PROBLEMS = 5
+
+
+def argument_problems(error: ValidationError) -> str:
+    """Pydantic's report in a person's words: each argument at fault, what is wrong, what was given.
+
+    No model class names, no links to pydantic's site, and a given value is cut short so a huge
+    map does not flood the answer.
+    """
+    problems: list[str] = []
+    errors = error.errors(include_url=False)
+    for item in errors[:SHOWN_PROBLEMS]:
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        if item["type"] == "missing":
+            problems.append(f"`{where}` is required")
+            continue
+        given = repr(item.get("input"))
+        if len(given) > SHOWN_INPUT:
+            given = given[: SHOWN_INPUT - 1] + "…"
+        problems.append(f"`{where}`: {item['msg'][:1].lower()}{item['msg'][1:]} (given: {given})")
+    if len(errors) > SHOWN_PROBLEMS:
+        problems.append(f"and {len(errors) - SHOWN_PROBLEMS} more")
+    return "; ".join(problems)
+
+
+class MayaServer(MCPServer[Runtime]):
+    """``MCPServer`` whose refusals of a call, not only of a tool body, say what to do."""
+
+    def __init__(self, *args: Any, read_only: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read_only = read_only
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Runtime, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if self.read_only and name in CHANGE_TOOLS:
+            raise ToolError(
+                f"{name} is not available: this server runs read-only (`maya-tools serve --read-only` or "
+                "MAYA_READ_ONLY=1), so it offers no change tools and nothing was changed. The read tools work; "
+                "to change a pool, use a server started without read-only mode."
+            )
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            raise ToolError(
+                f"Error executing tool {name}: invalid arguments, so nothing was done: {argument_problems(cause)}. "
+                "Fix them (the tool's input schema describes each one) and call it again."
+            ) from cause
 
 
 def build_server(
@@ -29,7 +85,7 @@ def build_server(
         async with open_runtime(settings, transport, backend=backend) as runtime:
             yield runtime
 
-    mcp: MCPServer[Runtime] = MCPServer("maya-tools", instructions=INSTRUCTIONS, lifespan=lifespan)
+    mcp = MayaServer("maya-tools", instructions=INSTRUCTIONS, lifespan=lifespan, read_only=settings.read_only)
     read.register(mcp)
     cards.register(mcp)
     mcp_prompts.register(mcp)

@@ -17,8 +17,10 @@ from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPat
 from confirmation_cards import Card
 from maya_tools.approval import AlreadyDecided, ChangeResult, Confirm, NoApprovalChannel, Plan, ask, card_for, decide
 
-ClusterArg = Annotated[str, Field(description="The cluster's name (for example `payments-prod`) or its id.")]
-PoolArg = Annotated[str, Field(description="The node pool's name, for example `workers`.")]
+ClusterArg = Annotated[
+    str, Field(min_length=1, description="The cluster's name (for example `payments-prod`) or its id.")
+]
+PoolArg = Annotated[str, Field(min_length=1, description="The node pool's name, for example `workers`.")]
 CountArg = Annotated[int | None, Field(ge=0, le=200, description="Number of workers, 0–200 (0 only with autoscaling).")]
 AutoArg = Annotated[bool | None, Field(description="Turn autoscaling on (true) or off (false).")]
 MinArg = Annotated[int | None, Field(ge=0, le=200, description="Autoscaling lower bound (Door fills 1 if omitted).")]

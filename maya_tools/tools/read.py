@@ -18,7 +18,9 @@ from maya_tools.runtime import runtime_of
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
 
-ClusterArg = Annotated[str, Field(description="The cluster's name (for example `payments-prod`) or its id.")]
+ClusterArg = Annotated[
+    str, Field(min_length=1, description="The cluster's name (for example `payments-prod`) or its id.")
+]
 
 
 class _Result(BaseModel):
@@ -132,7 +134,9 @@ def register(mcp: MCPServer[Any]) -> None:
     async def list_nodes(
         ctx: Context[Any, Any],
         cluster: ClusterArg,
-        pool: Annotated[str | None, Field(description="Only this pool's workers; omit for the whole cluster.")] = None,
+        pool: Annotated[
+            str | None, Field(min_length=1, description="Only this pool's workers; omit for the whole cluster.")
+        ] = None,
         wait_for_fresh: Annotated[
             bool, Field(description="Wait (briefly) until Door's snapshot is neither cold nor stale.")
         ] = False,

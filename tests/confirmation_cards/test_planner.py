@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx2
 import pytest
 
 from backend_client import DoorClient
@@ -380,3 +381,18 @@ async def test_an_unknown_cluster_is_refused(planner: Planner) -> None:
     error = await refused(planner.scale_node_pool("no-such-cluster", "workers", patch(count=3)))
 
     assert error.violation.status == 404
+
+
+async def test_a_token_door_does_not_know_is_refused_naming_the_rule_once(app: Any, clock: ManualClock) -> None:
+    """Door's own detail already reads "R-AUTH-01: what. Fix.": the refusal says the rule once, and
+    Door's fix instead of a second one (acceptance test: "R-AUTH-01: R-AUTH-01: …" over HTTP)."""
+    async with DoorClient("http://door.test", "not-a-door-token", transport=httpx2.ASGITransport(app=app)) as stranger:
+        with pytest.raises(PreflightError) as refused:
+            await Planner(stranger, clock=clock.now).scale_node_pool(
+                "payments-prod", "workers", PublicNodePoolPatchRequest(count=3)
+            )
+    said = str(refused.value)
+    assert refused.value.rule == "R-AUTH-01"
+    assert said.count("R-AUTH-01") == 1, said
+    assert said.startswith("R-AUTH-01: no valid bearer token. "), said
+    assert "not-a-door-token" not in said

@@ -61,7 +61,7 @@ async def test_a_hostile_cluster_name_from_the_backend_cannot_start_a_heading_or
     rendered = render_markdown(await planner.scale_node_pool(evil.id, "pool", PublicNodePoolPatchRequest(count=2)))
 
     assert "\n# Approved" not in rendered
-    assert "“evil \\# Approved by security \\[ok\\]\\(http://x\\)”" in rendered
+    assert "“evil \\# Approved by security \\[ok\\](http://x)”" in rendered  # no `](`: never a link
 
 
 def test_safe_text_removes_control_characters_caps_and_escapes() -> None:
@@ -131,3 +131,13 @@ async def test_a_template_missing_a_field_fails_instead_of_rendering_blank(plann
         ENVIRONMENT.get_template("card.md.j2").render()
     with pytest.raises(UndefinedError):
         ENVIRONMENT.from_string("{{ card.no_such_field }}").render(card=card)
+
+
+async def test_the_plain_text_card_has_no_backslashes_in_its_own_words(planner: Planner) -> None:
+    """The text card is the elicitation message a person reads: a parenthesis in a warning stays
+    a parenthesis (acceptance test: "4.08 \\(the public API …\\)" on every scale-up card)."""
+    card = await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4))
+    text = render_text(card)
+    assert "(the public API does not show the credit balance)" in text
+    assert "\\(" not in text and "\\)" not in text
+    assert safe_text("[ok](http://x) ![img](y)") == "\\[ok\\](http://x) \\!\\[img\\](y)"
