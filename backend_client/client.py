@@ -172,17 +172,23 @@ class DoorClient:
         if len(matches) > 1:
             ids = ", ".join(c.id for c in matches)
             raise DoorError(f"Several clusters are named {name_or_id!r} ({ids}); use the cluster id.")
+        # Door answered both reads (404 for the id, an empty list for the name): the 404 is the client's
+        # conclusion, so its message must not say Door refused GET /clusters.
+        detail = f"no cluster of yours has the id or name {name_or_id!r}"
         raise NotFound(
             status_code=404,
             problem=Problem(
                 type="https://door.test/problems/R-AUTH-04",
                 title="Not Found",
                 status=404,
-                detail=f"no cluster of yours has the id or name {name_or_id!r}",
+                detail=detail,
                 rule="R-AUTH-04",
             ),
             method="GET",
             url=f"{self.base_url}/clusters",
+            sentence=f"No cluster of yours has the id or name {name_or_id!r} (R-AUTH-04): Door has no cluster "
+            "of yours with that id, and none of your clusters has that name. Check the cluster id or name "
+            "(list_clusters shows yours); it may have been torn down.",
         )
 
     async def get_cluster(self, cluster_id: str) -> Cluster:

@@ -170,7 +170,10 @@ class DoorStatusError(DoorError):
         url: str,
         request_id: str | None = None,
         retry_after: float | None = None,
+        sentence: str | None = None,
     ) -> None:
+        """``sentence`` replaces the message built from Door's answer: for an error the client itself
+        concludes (``resolve_cluster`` finding no match), where "Door refused …" would not be true."""
         self.status_code = status_code
         self.problem = problem
         self.rule = problem.rule
@@ -178,7 +181,7 @@ class DoorStatusError(DoorError):
         self.url = url
         self.request_id = request_id if request_id is not None else problem.request_id
         self.retry_after = retry_after
-        super().__init__(self._sentence())
+        super().__init__(sentence if sentence is not None else self._sentence())
 
     @property
     def field_errors(self) -> dict[str, str]:

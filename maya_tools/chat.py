@@ -33,13 +33,19 @@ import prompts
 from maya_tools.chat_model import ModelChat, list_all_tools, model_tools
 from maya_tools.chat_offline import OfflineChat
 from maya_tools.chat_terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns
-from maya_tools.settings import ChatSettings
+from maya_tools.settings import DEFAULT_MODEL, ChatSettings
 
 QUIT = frozenset({"/quit", "/exit", "quit", "exit", ":q"})
 NO_KEY = (
     "ANTHROPIC_API_KEY is not set, so Maya runs offline: a small built-in interpreter (no model) reads "
     "your requests. Type /help to see what it understands; set ANTHROPIC_API_KEY for the model."
 )
+DESCRIPTION = "Talk to Maya in the terminal; a change happens only after you approve its card."
+EPILOG = """\
+With ANTHROPIC_API_KEY set, a model reads your requests; without it, or with --offline, a small
+built-in interpreter does (type /help in the chat to see what it understands). By default the chat
+starts `maya-tools serve` over stdio: with no DOOR_API_URL that server uses the embedded reference
+backend and its demo seed, so nothing reaches Door. Ctrl-C stops a turn; Ctrl-D or /quit leaves."""
 CHOSEN_OFFLINE = "Offline mode (--offline): a small built-in interpreter (no model) reads your requests. Type /help."
 
 
@@ -163,9 +169,14 @@ async def run(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="maya-tools chat", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="maya-tools chat",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--offline", action="store_true", help="use the built-in interpreter, not a model")
-    parser.add_argument("--model", help="the Anthropic model (default: MAYA_MODEL, else %(default)s)")
+    parser.add_argument("--model", help=f"the Anthropic model (default: MAYA_MODEL, else {DEFAULT_MODEL})")
     parser.add_argument("--url", help="a streamable-HTTP maya-tools server, e.g. http://127.0.0.1:8765/mcp")
     parser.add_argument("--token", help="your Door token for --url (default: DOOR_TOKEN)")
     args = parser.parse_args(argv)

@@ -147,12 +147,15 @@ class ModelChat:
         self.messages: list[MessageParam] = []
         self._pending: list[Block] | None = None
         self._results: list[Block] = []
+        self._changes_called = False  # a change tool was called in the running turn
+        self._mid_line = False  # streamed text has not ended its line yet
 
     async def turn(self, text: str) -> None:
         pending: list[Block] = [dict(m) for m in self.messages]
         pending.append({"role": "user", "content": [{"type": "text", "text": text}]})
         self._pending = pending
         self._results = []
+        self._changes_called = False
         try:
             for _ in range(self.max_rounds):
                 message = await self._stream(pending)
@@ -171,7 +174,18 @@ class ModelChat:
                 self.terminal.line(f"  (stopped after {self.max_rounds} tool rounds in one turn)")
                 pending.append({"role": "assistant", "content": [_text("[I stopped: too many tool rounds.]")]})
         except anthropic.APIError as error:
-            self.terminal.line(f"\n  ✗ the model could not answer: {_api_error(error)}")
+            if self._mid_line:  # the answer was cut while it streamed
+                self.terminal.line()
+                self._mid_line = False
+            done = (
+                "Only the changes marked ✓ executed above were made"
+                if self._changes_called
+                else "No change was made in this turn"
+            )
+            self.terminal.line(
+                f"  ✗ the model could not answer: {describe_api_error(error)}. {done}; the conversation goes on "
+                "(try again, or leave and run maya-tools chat --offline)."
+            )
             self.abandon(UNREACHABLE.format(error=type(error).__name__))
             return
         self.messages = cast(list[MessageParam], pending)
@@ -216,11 +230,12 @@ class ModelChat:
                 if event.type == "text":
                     if not started:
                         self.terminal.write("maya › ")
-                        started = True
+                        started = self._mid_line = True
                     self.terminal.write(event.text)
             message = await stream.get_final_message()
         if started:
             self.terminal.line()
+            self._mid_line = False
         return message
 
     async def _call(self, tool_use_id: str, name: str, arguments: dict[str, Any]) -> Block:
@@ -239,6 +254,7 @@ class ModelChat:
                 f"{name} takes no argument {', '.join(undeclared)}; it was not called. Use only the arguments "
                 "in its input schema. No argument approves a card: the person approves it in their client.",
             )
+        self._changes_called = self._changes_called or name in _CHANGE_TOOLS
         try:
             result = await self.mcp.call_tool(name, arguments)
         except MCPError as error:
@@ -263,7 +279,7 @@ def _declared_arguments(tool: ToolParam) -> frozenset[str]:
     return frozenset(schema.get("properties") or {})
 
 
-def _api_error(error: anthropic.APIError) -> str:
+def describe_api_error(error: anthropic.APIError) -> str:
     if isinstance(error, anthropic.AuthenticationError):
         return "the API key was refused (check ANTHROPIC_API_KEY)"
     if isinstance(error, anthropic.APIConnectionError):

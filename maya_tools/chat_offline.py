@@ -25,6 +25,15 @@ ACTIONS = {
     "replace_node": "replacing node {target}",
 }
 
+# What follows an accepted change, by action: only changes of workers have workers to follow.
+_FOLLOW = {
+    "scale_node_pool": "The workers follow in the background",
+    "add_node_pool": "The workers follow in the background",
+    "remove_node_pool": "The workers drain in the background",
+    "replace_node": "The workers follow in the background",
+    "relabel_node_pool": "Door applies it to the pool in the background (no worker is added or removed)",
+}
+
 
 def result_text(result: CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
@@ -77,10 +86,13 @@ def change(data: dict[str, Any]) -> str:
     if data.get("changed"):
         diff = _what_changed(card)
         op = f" (operation {data['operation_id']})" if data.get("operation_id") else ""
+        follow = _FOLLOW.get(card.get("action", ""), "Door carries it out in the background")
+        if _node_unlisted(card):
+            follow = "Door tries it in the background"
         return (
             f"Done: you approved {what} on {where}, and Door accepted it{op}."
             + (f" What changed: {diff}." if diff else "")
-            + f" The workers follow in the background: say 'show operations on {where}' to watch."
+            + f" {follow}: say 'show operations on {where}' to watch."
         )
     if status == "declined":
         return f"Nothing was changed: you declined {what} on {where}."
@@ -98,6 +110,11 @@ def _what_changed(card: dict[str, Any]) -> str:
     if card.get("action") == "add_node_pool":
         return f"a new pool {body.get('name')} of {body.get('count', 1)} × {body.get('size')}"
     if card.get("action") == "replace_node":
+        if _node_unlisted(card):
+            return (
+                f"nothing yet: Door took the request, but no node named {card.get('target')} was listed when the "
+                "card was made, so the replacement will most likely fail and no worker changes (R-RNODE-04)"
+            )
         return f"node {card.get('target')} is being replaced; the pool keeps its count (R-RNODE-02)"
     if card.get("action") == "remove_node_pool":
         return f"pool {card.get('target')} is being removed"
@@ -106,6 +123,12 @@ def _what_changed(card: dict[str, Any]) -> str:
         for d in card.get("diff", [])
         if d["before"] != d["after"]
     )
+
+
+def _node_unlisted(card: dict[str, Any]) -> bool:
+    """A replacement of a node no list showed: Door accepts the name, then the replacement fails (R-RNODE-04)."""
+    warnings = card.get("warnings") or []
+    return card.get("action") == "replace_node" and any(w.get("code") == "node_unlisted" for w in warnings)
 
 
 def _value(value: Any) -> str:
@@ -125,8 +148,8 @@ def _clusters(data: dict[str, Any]) -> str:
 def _pool_line(p: dict[str, Any]) -> str:
     scaling = f"autoscaling {p['min_nodes']}–{p['max_nodes']}" if p["auto_scale"] else "fixed size"
     extra = "" if p.get("lifecycle") == "active" else f" [{p.get('lifecycle')}]"
-    labels = f" labels {json.dumps(p['labels'])}" if p.get("labels") else ""
-    tags = f" tags {json.dumps(p['tags'])}" if p.get("tags") else ""
+    labels = f", labels {json.dumps(p['labels'])}" if p.get("labels") else ""
+    tags = f", tags {json.dumps(p['tags'])}" if p.get("tags") else ""
     return f"  {p['name']:<12} {p['size']:<16} count {p['count']}, {scaling}{labels}{tags}{extra}"
 
 

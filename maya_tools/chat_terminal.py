@@ -146,7 +146,8 @@ class ApprovalPrompt:
         t.line(BAR)
         try:
             said = t.ask("Approve this change? Only you can, here. [y/N] ", fresh=True)
-        except EOFError:
+        except EOFError:  # Ctrl-D: the cursor is still on the question's line
+            t.line()
             said = ""
         except KeyboardInterrupt:
             t.line("\n  · cancelled: nothing was approved.")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -27,11 +28,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TextIO, cast
 
+import anthropic
 import anyio
 from anthropic import AsyncAnthropic
 from anthropic.types import MessageParam, ToolParam
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from maya_tools.chat_model import describe_api_error
 from maya_tools.interpreter import Reply, interpret
 
 Category = Literal["change", "read", "ambiguous", "unsafe", "out_of_scope"]
@@ -132,6 +135,7 @@ class Report:
     name: str
     scored: tuple[Scored, ...]
     skipped: str | None = None
+    failed: str | None = None  # the part was meant to run but could not (the model was unreachable)
 
     @property
     def tool_accuracy(self) -> float:
@@ -153,6 +157,8 @@ class Report:
     def render(self) -> str:
         if self.skipped:
             return f"{self.name}: skipped — {self.skipped}\n"
+        if self.failed:
+            return f"{self.name}: could not run — {self.failed}; no case was scored (the offline part ran)\n"
         n = len(self.scored)
         args = self.argument_cases
         lines = [
@@ -266,8 +272,12 @@ async def evaluate(
     assert api_key is not None
     system, tools = await server_context()
     make = anthropic_factory or (lambda key: AsyncAnthropic(api_key=key))
-    async with make(api_key) as client:
-        reports.append(await run_live(cases, client, model=model, system=system, tools=tools))
+    name = f"live model {model}"
+    try:
+        async with make(api_key) as client:
+            reports.append(await run_live(cases, client, model=model, system=system, tools=tools))
+    except* anthropic.APIError as group:
+        reports.append(Report(name, (), failed=describe_api_error(cast(anthropic.APIError, group.exceptions[0]))))
     return reports
 
 
@@ -289,6 +299,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     from maya_tools.settings import ChatSettings
 
     settings = ChatSettings.from_env()
+    # Only warnings on stderr: the in-memory server and the SDKs would otherwise log every request.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     stream = out if out is not None else sys.stdout
     cases = load_cases(args.cases)
     model = args.model or settings.model
@@ -299,6 +311,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     offline, live = reports[0], reports[1]
     if offline.misses:
         stream.write("offline interpreter regressed on the cases it covers\n")
+        return 1
+    if live.failed:
         return 1
     if not live.skipped and live.tool_accuracy < args.min_live_accuracy:
         return 1

@@ -176,6 +176,7 @@ _EVERYTHING = _rx(
     r".*\b(?:delete|remove|destroy|drop|wipe|tear\s+down|nuke)\b.*"
     r"\b(?:everything|all(?:\s+(?:the\s+)?(?:pools|nodes|clusters|workers))?|(?:the\s+)?cluster|clusters)\b.*"
 )
+_STRAY_ANSWER = _rx(r"(?:y|yes|n|no|yep|yeah|nope|ok|okay|sure)")  # a y/N answer typed with no card asking
 _NOT_A_POOL = frozenset({"everything", "all", "anything", "every", "them", "it"})  # "remove everything from Y"
 _NEW_CLUSTER = _rx(r".*\b(?:create|make|add|provision|spin\s+up)\b.*\bcluster\b.*")
 _TIER_CHANGE = _rx(
@@ -324,6 +325,13 @@ def _read_query(said: str) -> ToolCall | Reply | None:
 
 def _not_understood(said: str) -> Reply:
     """Requests no tool should serve get a reason; half-understood changes get a question."""
+    if _STRAY_ANSWER.fullmatch(said):
+        return Reply(
+            "clarify",
+            "No card is waiting for an answer, so that changed nothing. A card asks its own [y/N] question "
+            "right below it when it is shown; to make a change, ask for it (for example: scale workers on "
+            "payments-prod to 4) and answer the card's question.",
+        )
     if _APPROVE.fullmatch(said):
         return Reply(
             "refuse",

@@ -198,6 +198,23 @@ async def test_resolve_cluster_with_no_match_is_not_found() -> None:
     assert caught.value.rule == "R-AUTH-04"
 
 
+async def test_resolve_cluster_with_no_match_does_not_claim_door_refused_the_listing() -> None:
+    """Door answered GET /clusters with 200 and no match; the 404 is the client's conclusion."""
+    door = FakeDoor(
+        {
+            "GET /clusters/nope": [problem(404, "Not Found", rule="R-AUTH-04")],
+            "GET /clusters": [httpx2.Response(200, json={"items": [], "total": 0})],
+        }
+    )
+    async with make_client(door) as client:
+        with pytest.raises(NotFound) as caught:
+            await client.resolve_cluster("nope")
+    said = str(caught.value)
+    assert "Door refused" not in said and "with 404" not in said
+    assert said.startswith("No cluster of yours has the id or name 'nope' (R-AUTH-04)")
+    assert "list_clusters shows yours" in said and repr(caught.value) == f"NotFound({said!r})"
+
+
 async def test_a_success_body_of_the_wrong_shape_is_a_response_error() -> None:
     door = FakeDoor({f"GET /clusters/{CLUSTER_ID}": [httpx2.Response(200, json={"id": CLUSTER_ID})]})
     async with make_client(door) as client:

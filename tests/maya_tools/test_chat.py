@@ -511,6 +511,56 @@ async def test_offline_declined_card_says_nothing_changed(server: MCPServer[Any]
     assert "Nothing was changed: you declined the change to pool workers on payments-prod." in out.getvalue()
 
 
+async def test_offline_replacing_an_unlisted_node_does_not_say_it_is_being_replaced(
+    server: MCPServer[Any], door: httpx2.AsyncClient
+) -> None:
+    """Door accepts an unknown node name and the replacement then fails (R-RNODE-04): the answer says so."""
+    out = io.StringIO()
+    terminal = Terminal(person("replace node nosuchnode on payments-prod", "y"), out)
+    async with Client(server, elicitation_callback=ApprovalPrompt(terminal)) as client:
+        await repl(terminal, await open_session(client, terminal, anthropic_client=None, model="unused"))
+    shown = out.getvalue()
+    assert "Done: you approved replacing node nosuchnode on payments-prod" in shown
+    assert "is being replaced" not in shown and "the pool keeps its count" not in shown
+    assert "the replacement will most likely fail and no worker changes (R-RNODE-04)" in shown
+
+
+async def test_offline_relabel_says_no_worker_changes_and_pools_list_their_labels_after_a_comma(
+    server: MCPServer[Any], door: httpx2.AsyncClient
+) -> None:
+    out = io.StringIO()
+    terminal = Terminal(
+        person("relabel pool workers on payments-prod with team=payments", "y", "show cluster payments-prod"), out
+    )
+    async with Client(server, elicitation_callback=ApprovalPrompt(terminal)) as client:
+        await repl(terminal, await open_session(client, terminal, anthropic_client=None, model="unused"))
+    shown = out.getvalue()
+    assert 'What changed: labels {} → {"team": "payments"}.' in shown
+    assert "The workers follow" not in shown and "no worker is added or removed" in shown
+    assert 'count 2, fixed size, labels {"team": "payments"}' in shown
+
+
+async def test_ctrl_d_at_the_card_declines_on_a_new_line(server: MCPServer[Any], door: httpx2.AsyncClient) -> None:
+    out = io.StringIO()
+    requests = iter(["scale workers on payments-prod to 3"])
+
+    def read(prompt: str) -> str:  # like input(): the prompt is written and the cursor stays on its line
+        out.write(prompt)
+        if "[y/N]" in prompt:
+            raise EOFError  # Ctrl-D at the card
+        step = next(requests, None)
+        if step is None:
+            raise EOFError
+        return step
+
+    terminal = Terminal(read, out)
+    before = await operations(door)
+    async with Client(server, elicitation_callback=ApprovalPrompt(terminal)) as client:
+        await repl(terminal, await open_session(client, terminal, anthropic_client=None, model="unused"))
+    assert await operations(door) == before
+    assert "[y/N] \n  · you declined this card\n" in out.getvalue()
+
+
 # --- Ctrl-C ------------------------------------------------------------------------------------
 
 
@@ -581,6 +631,44 @@ async def test_a_model_error_ends_the_turn_but_not_the_session(server: MCPServer
     session, _ = await chat(server, model, Terminal(person("hello", "again"), out))
     assert "no connection to the Anthropic API" in out.getvalue() and "Back." in out.getvalue()
     assert_consistent(session.messages)  # type: ignore[arg-type]
+
+
+async def test_an_unreachable_model_says_what_changed_in_the_turn(
+    server: MCPServer[Any], door: httpx2.AsyncClient
+) -> None:
+    """With no network the person learns the model is unreachable, that nothing changed, and how to go on."""
+
+    async def unreachable(body: dict[str, Any]) -> Reply:
+        raise httpx2.ConnectError("no route")
+
+    async def unreachable_after_the_change(body: dict[str, Any]) -> Reply:
+        raise httpx2.ConnectError("no route")
+
+    model = ScriptedModel(
+        unreachable,
+        ([tool_use("scale_node_pool", {**SCALE, "count": 3})], "tool_use"),
+        unreachable_after_the_change,
+    )
+    out = io.StringIO()
+    await chat(server, model, Terminal(person("scale workers on payments-prod to 4", "then to 3", "y"), out))
+    first, second = [line for line in out.getvalue().splitlines() if "could not answer" in line]
+    assert first == (
+        "  ✗ the model could not answer: no connection to the Anthropic API. No change was made in this turn; "
+        "the conversation goes on (try again, or leave and run maya-tools chat --offline)."
+    )
+    assert "Only the changes marked ✓ executed above were made" in second
+    assert "✓ executed" in out.getvalue()
+
+
+def test_chat_help_names_the_default_model_and_the_offline_fallback(capsys: pytest.CaptureFixture[str]) -> None:
+    from maya_tools.chat import main
+    from maya_tools.settings import DEFAULT_MODEL
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = re.sub(r"-\s+", "-", " ".join(capsys.readouterr().out.split()))  # argparse wraps at hyphens
+    assert f"else {DEFAULT_MODEL})" in shown and "None" not in shown and "``" not in shown
+    assert "without it, or with --offline, a small built-in interpreter" in shown
 
 
 # --- the real command: stdio -------------------------------------------------------------------

@@ -191,3 +191,30 @@ async def test_live_tool_choice_against_the_real_model() -> None:
     _, live = await evaluate(CASES, api_key=key, model=ChatSettings.from_env().model)
     assert live.skipped is None and len(live.scored) == len(CASES.cases)
     print(live.render())
+
+
+def test_an_unreachable_model_is_reported_after_the_offline_part_not_as_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A key but no network: the offline scores are printed, the live part says why it could not run, exit 1."""
+
+    def unreachable(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError("no route to host", request=request)
+
+    def factory(key: str) -> AsyncAnthropic:
+        http = httpx2.AsyncClient(transport=httpx2.MockTransport(unreachable))
+        return AsyncAnthropic(api_key=key, base_url="http://anthropic.test", http_client=http, max_retries=0)
+
+    real_evaluate = evaluation.evaluate
+
+    async def offline_network(*args: Any, **kwargs: Any) -> list[evaluation.Report]:
+        return await real_evaluate(*args, **kwargs, anthropic_factory=factory)
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "dummy")
+    monkeypatch.setattr(evaluation, "evaluate", offline_network)
+    out = io.StringIO()
+    assert evaluation.main([], out=out) == 1
+    shown = out.getvalue()
+    covered = sum(c.offline for c in CASES.cases)
+    assert f"offline interpreter: {covered} cases" in shown and f"tool choice: {covered}/{covered}" in shown
+    assert "could not run — no connection to the Anthropic API; no case was scored" in shown

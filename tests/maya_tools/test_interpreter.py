@@ -192,6 +192,11 @@ REPLIES: list[tuple[str, str, str]] = [
     ("turn on autoscaling for workers on payments-prod", "clarify", "R-PATCH-05"),
     ("make it bigger", "clarify", "scale workers on payments-prod to 4"),
     ("remove the pool", "clarify", "remove pool batch from payments-prod"),
+    # a y/N answer typed at the chat's prompt, with no card asking: it must not read as out of scope
+    ("y", "clarify", "No card is waiting for an answer, so that changed nothing"),
+    ("Yes.", "clarify", "No card is waiting for an answer"),
+    ("n", "clarify", "No card is waiting for an answer"),
+    ("no", "clarify", "No card is waiting for an answer"),
 ]
 
 
