@@ -43,7 +43,7 @@ class DemoUser:
 
     async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
         self.asked += 1
-        say(textwrap.indent(params.message, "  │ "))
+        say(textwrap.indent(params.message, "  │ ", lambda line: True))
         say(f"  └─ demo user: {'APPROVE' if self.approve else 'DECLINE'}")
         if self.approve:
             return ElicitResult(action="accept", content={"approve": True})
