@@ -22,13 +22,22 @@ commands:
 
 
 def _serve(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="maya-tools serve", description="Run the maya-tools MCP server.")
-    parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
-    parser.add_argument("--host", default="127.0.0.1", help="HTTP only; loopback unless you say otherwise")
-    parser.add_argument("--port", type=int, default=8765, help="HTTP only")
+    parser = argparse.ArgumentParser(
+        prog="maya-tools serve",
+        description="Run the maya-tools MCP server. Without DOOR_API_URL it uses the embedded reference "
+        "backend (demo seed); logs go to stderr.",
+    )
+    parser.add_argument(
+        "--transport",
+        choices=["stdio", "streamable-http"],
+        default="stdio",
+        help="stdio for an IDE (default), or streamable-http where each request brings its own Door token",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP only (default: %(default)s, loopback)")
+    parser.add_argument("--port", type=int, default=8765, help="HTTP only (default: %(default)s)")
     parser.add_argument("--read-only", action="store_true", help="register only the read tools")
     parser.add_argument("--card-store", help="SQLite file for cards (default: under the user's state directory)")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: %(default)s)")
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 
