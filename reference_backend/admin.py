@@ -7,13 +7,16 @@ Mounted only when the app has an ``admin_token``; every route wants ``Authorizat
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend_client.models import Cluster, Phase, PublicNodePoolCreateRequest
+from reference_backend.app import problem_responses, read_json_body
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import AdjustableClock, ClockError
 from reference_backend.errors import Refusal
@@ -30,7 +33,7 @@ class ResetBody(_Body):
 
 
 class AdvanceBody(_Body):
-    seconds: float = Field(ge=0)
+    seconds: float = Field(ge=0, allow_inf_nan=False, strict=True)
 
 
 class SetClockBody(_Body):
@@ -52,7 +55,9 @@ class PhaseBody(_Body):
 
 
 class CreditBody(_Body):
-    credit: float
+    credit: float = Field(
+        allow_inf_nan=False, strict=True, description="a finite balance; NaN or infinity would disable the credit gate"
+    )
 
 
 class TokenBody(_Body):
@@ -62,7 +67,7 @@ class TokenBody(_Body):
 
 
 class InventoryBody(_Body):
-    available: bool
+    available: bool = Field(strict=True)
 
 
 class ClockView(BaseModel):
@@ -84,7 +89,31 @@ def admin_router(backend: ReferenceBackend, faults: FaultBook, admin_token: str)
             )
         backend.now()
 
-    router = APIRouter(prefix="/_reference", dependencies=[Depends(guard)], tags=["reference admin plane"])
+    class AdminRoute(APIRoute):
+        """The token first, then the body bytes (as on the public API), then FastAPI's own parsing.
+
+        So an unauthenticated request is 401 whatever its body, and a body that is over 64 KiB, not
+        JSON, or holds an unpaired surrogate escape (which no answer or state row could encode) is
+        a 413/400 problem instead of a 422 or, once stored, a 500 on every later read.
+        """
+
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            parse = super().get_route_handler()
+
+            async def handler(request: Request) -> Response:
+                guard(request)
+                if request.method in ("POST", "PUT", "PATCH"):
+                    await read_json_body(request)
+                return await parse(request)
+
+            return handler
+
+    router = APIRouter(
+        prefix="/_reference",
+        route_class=AdminRoute,
+        tags=["reference admin plane"],
+        responses=problem_responses(400, 401, 404, 409, 413, 415, 422),
+    )
 
     def clock() -> AdjustableClock:
         if not isinstance(backend.clock, AdjustableClock):

@@ -21,6 +21,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend_client import models, rules
@@ -41,7 +42,7 @@ PROBLEM_MEDIA_TYPE: Final = "application/problem+json"
 Handler = Callable[[], Doc]
 
 
-def _problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {
         status: {
             "model": models.Problem,
@@ -52,9 +53,9 @@ def _problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-_READ_ERRORS = _problem_responses(401, 403, 404)
-_MUTATION_ERRORS = _problem_responses(400, 401, 402, 403, 404, 409, 413, 422)
-_NODE_READ_ERRORS = _problem_responses(401, 403, 404, 409, 503)
+_READ_ERRORS = problem_responses(401, 403, 404)
+_MUTATION_ERRORS = problem_responses(400, 401, 402, 403, 404, 409, 413, 415, 422)
+_NODE_READ_ERRORS = problem_responses(401, 403, 404, 409, 503)
 
 
 # --- problem bodies ------------------------------------------------------------------------------
@@ -110,6 +111,10 @@ class RequestMiddleware:
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
         path: str = scope["path"]
+        if scope["method"] == "HEAD":
+            # HEAD is GET without the body (RFC 9110 §9.3.2): same status, headers and length.
+            scope = {**scope, "method": "GET"}
+            send = _without_body(send)
         fault = None if path.startswith("/_reference") else self.faults.pick(scope["method"], path)
         state["fault"] = fault
         if fault is not None and fault.spec.status is not None and fault.spec.when == "before":
@@ -147,6 +152,32 @@ class RequestMiddleware:
             await problem_response(_fault_refusal(fault), request_id)(scope, receive, send)
 
 
+def _without_body(send: Send) -> Send:
+    async def send_headers_only(message: Message) -> None:
+        if message["type"] == "http.response.body":
+            if message.get("more_body", False):
+                return
+            message = {"type": "http.response.body", "body": b"", "more_body": False}
+        await send(message)
+
+    return send_headers_only
+
+
+_METHODS: Final = ("DELETE", "GET", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
+    """Every method some route serves at this request's path (HEAD wherever GET is), for ``Allow``."""
+    allowed: set[str] = set()
+    for method in _METHODS:
+        probe = {**scope, "method": method}
+        if any(route.matches(probe)[0] is Match.FULL for route in app.router.routes):
+            allowed.add(method)
+    if "GET" in allowed:
+        allowed.add("HEAD")
+    return sorted(allowed)
+
+
 async def _spend_fault_latency(request: Request) -> None:
     """Fault latency is real time, spent after the idempotency key is reserved, before the change."""
     fault = request.scope.get("state", {}).get("fault")
@@ -162,11 +193,12 @@ def _bearer(request: Request) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-async def _read_json(request: Request) -> tuple[Any, str]:
+async def read_json_body(request: Request) -> tuple[Any, str]:
     """The parsed body (``None`` when empty) and its idempotency fingerprint.
 
-    Raises 413 beyond 64 KiB and 400 when it is not JSON, or when a string in it is not Unicode (an
-    unpaired surrogate escape such as ``"\\ud800"``, which json accepts but no answer could encode).
+    Raises 413 beyond 64 KiB, 415 when a body is sent with a Content-Type that is not JSON, and 400
+    when it is not JSON, or when a string in it is not Unicode (an unpaired surrogate escape such as
+    ``"\\ud800"``, which json accepts but no answer could encode).
     """
     too_large = Refusal(413, f"the request body exceeds {MAX_BODY_BYTES} bytes. Send a smaller body.")
     declared = request.headers.get("content-length", "")
@@ -180,8 +212,16 @@ async def _read_json(request: Request) -> tuple[Any, str]:
             raise too_large
         chunks.append(chunk)
     raw = b"".join(chunks)
+    request._body = raw  # Starlette's cache: a later ``request.body()`` (FastAPI's own parsing) reuses it
     if not raw.strip():
         return None, idempotency.fingerprint(None)
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type and not _is_json(media_type):
+        raise Refusal(
+            415,
+            f"the request body is sent as {media_type}, not JSON. Send it with Content-Type: application/json.",
+            headers={"Accept-Patch": "application/json"} if request.method == "PATCH" else {},
+        )
     try:
         body = json.loads(raw)
         return body, idempotency.fingerprint(body)
@@ -191,6 +231,12 @@ async def _read_json(request: Request) -> tuple[Any, str]:
         ) from None
     except (ValueError, RecursionError) as error:
         raise Refusal(400, f"the request body is not valid JSON ({error}). Send a JSON object.") from None
+
+
+def _is_json(media_type: str) -> bool:
+    """``application/json`` or a JSON-based ``application/…+json`` (no Content-Type is taken as JSON)."""
+    kind, _, subtype = media_type.partition("/")
+    return kind == "application" and (subtype == "json" or subtype.endswith("+json"))
 
 
 def _object(body: Any) -> dict[str, Any]:
@@ -293,6 +339,8 @@ def create_app(backend: ReferenceBackend | None = None, *, admin_token: str | No
         title="Door DKS node pools (reference backend)",
         version="1.0.0",
         description="A faithful stand-in for the Door Kubernetes Service node-pool public API.",
+        # A trailing slash is a 404 problem naming the fix, not a bodiless 307 built from the Host header.
+        redirect_slashes=False,
     )
     app.state.backend = world
     app.state.faults = faults
@@ -315,9 +363,20 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, error: StarletteHTTPException) -> Response:
         detail = "no such route. See /openapi.json for the routes." if error.status_code == 404 else str(error.detail)
-        return problem_response(
-            Refusal(error.status_code, detail, headers=dict(error.headers or {})), _request_id(request)
-        )
+        headers = dict(error.headers or {})
+        path = request.url.path
+        if (
+            error.status_code == 404
+            and path.endswith("/")
+            and allowed_methods(app, {**request.scope, "path": path[:-1]})
+        ):
+            detail = f"no such route: {path} ends with a slash. Send it as {path.rstrip('/')}."
+        if error.status_code == 405:
+            # Starlette names only the first route matching the path; two routes share most paths.
+            allowed = allowed_methods(app, request.scope)
+            headers["Allow"] = ", ".join(allowed)
+            detail = f"{request.method} is not served here. Use one of: {', '.join(allowed)}."
+        return problem_response(Refusal(error.status_code, detail, headers=headers), _request_id(request))
 
     @app.exception_handler(RequestValidationError)
     async def on_validation(request: Request, error: RequestValidationError) -> Response:
@@ -388,7 +447,7 @@ def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
         token, principal = who(request)
         backend.cluster_for(principal, cluster_id)
         backend.require_super_admin(principal)
-        body, fingerprint = await _read_json(request)
+        body, fingerprint = await read_json_body(request)
         return token, principal, body, fingerprint
 
     def on_cluster(principal: Principal, cluster_id: str, change: Callable[[Cluster], Doc]) -> Handler:
@@ -398,7 +457,7 @@ def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
     @app.get(
         f"{PREFIX}/machine-tiers",
         response_model=models.MachineTierList,
-        responses=_problem_responses(401),
+        responses=problem_responses(401),
         tags=["catalog"],
     )
     async def machine_tiers(request: Request) -> Response:
@@ -407,7 +466,7 @@ def _install_public_routes(app: FastAPI, backend: ReferenceBackend) -> None:
         return await read(request, lambda _: {"schema_version": models.CATALOG_SCHEMA, "items": items})
 
     @app.get(
-        f"{PREFIX}/clusters", response_model=models.ClusterList, responses=_problem_responses(401), tags=["clusters"]
+        f"{PREFIX}/clusters", response_model=models.ClusterList, responses=problem_responses(401), tags=["clusters"]
     )
     async def list_clusters(request: Request, name: str | None = None) -> Response:
         """The clusters of the caller's organisation, optionally only the one with this exact name."""
@@ -545,17 +604,57 @@ def _install_openapi(app: FastAPI) -> None:
             for operation in operations.values():
                 if path.startswith(PREFIX) and "422" in operation["responses"]:
                     # Our 422 is a problem naming the rule and fields, not FastAPI's HTTPValidationError.
-                    operation["responses"]["422"] = _problem_responses(422)[422] | {"description": title_for(422)}
+                    operation["responses"]["422"] = problem_responses(422)[422] | {"description": title_for(422)}
                     operation["responses"]["422"].pop("model")
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         for model in _SCHEMA_MODELS:
             model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
             components.update(model_schema.pop("$defs", {}))
             components.setdefault(model.__name__, model_schema)
+        _document_request_rules(schema)
         app.openapi_schema = schema
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _document_request_rules(schema: dict[str, Any]) -> None:
+    """Write the rules the routes check themselves into the schema, so a client can see them up front.
+
+    The request models are shared with the client and stay lax (the routes name the rule of each
+    refusal); the published schema says what is accepted: R-ADD-01 name pattern, R-ADD-04 / R-PATCH-06
+    ranges, R-PATCH-01 (a sent count, auto_scale, labels or tags is never null), R-PATCH-02 (at
+    least one field), R-RNODE-03 node name pattern (a mismatch is the documented 400).
+    """
+    components = schema["components"]["schemas"]
+    create = components["PublicNodePoolCreateRequest"]["properties"]
+    create["name"].update(pattern=rules.DNS_LABEL.pattern, minLength=1, maxLength=63)
+    create["count"].update(minimum=0, maximum=rules.MAX_COUNT)
+    _integer_range(create["min_nodes"], minimum=0)
+    _integer_range(create["max_nodes"], minimum=0, maximum=rules.MAX_COUNT)
+    patch_schema = components["PublicNodePoolPatchRequest"]
+    patch_schema["minProperties"] = 1
+    patch = patch_schema["properties"]
+    for name in ("count", "auto_scale", "labels", "tags"):
+        field = patch[name]
+        options = [option for option in field.pop("anyOf", []) if option.get("type") != "null"]
+        field.pop("default", None)
+        if options:
+            field.update(options[0])
+    patch["count"].update(minimum=0, maximum=rules.MAX_COUNT)
+    _integer_range(patch["min_nodes"], minimum=0)
+    _integer_range(patch["max_nodes"], minimum=0, maximum=rules.MAX_COUNT)
+    node_route = schema["paths"].get(f"{PREFIX}/clusters/{{cluster_id}}/nodes/{{node_name}}", {})
+    for operation in node_route.values():
+        for parameter in operation.get("parameters", []):
+            if parameter["name"] == "node_name":
+                parameter["schema"].update(pattern=rules.NODE_NAME.pattern, maxLength=254)
+
+
+def _integer_range(field: dict[str, Any], **bounds: int) -> None:
+    for option in field.get("anyOf", [field]):
+        if option.get("type") == "integer":
+            option.update(bounds)
 
 
 __all__ = ["PROBLEM_BASE", "create_app", "problem_response"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import logging
+import re
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
@@ -28,6 +29,7 @@ from typing import Final, Literal
 
 from backend_client import rules
 from backend_client.models import (
+    FieldError,
     MachineTier,
     NodePool,
     OperationKind,
@@ -74,6 +76,7 @@ INVENTORY_RETRY_AFTER_SECONDS: Final = 5
 
 _NAME_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _TORN_DOWN: Final = frozenset({"Deprovisioned"})
+_CLUSTER_ID: Final = re.compile(r"(?!\.\.?$)[A-Za-z0-9._~-]{1,128}")  # one URL path segment, not . or ..
 
 # A heap entry: (when, sequence, kind, cluster id, first ref, second ref).
 Event = tuple[datetime, int, str, str, str, str]
@@ -320,7 +323,9 @@ class ReferenceBackend:
                 f"R-PHASE-02: cluster not ready yet (phase {cluster.phase}). Wait until it is Provisioned.",
                 rule="R-PHASE-02",
             )
-        if pool_name is not None and cluster.pool_named(pool_name) is None:
+        # A deleting pool still exists (R-DEL-02: listed until its workers are gone), so its draining
+        # nodes can be watched here; only a name no pool has is 404.
+        if pool_name is not None and not any(p.name == pool_name for p in cluster.pools.values()):
             raise Refusal(
                 404,
                 f"R-NODE-05: no pool {pool_name!r} in cluster {cluster.name}. List pools to see their names.",
@@ -614,14 +619,37 @@ class ReferenceBackend:
     ) -> Cluster:
         """A cluster whose workers are born Running (seeds, tests, benchmarks).
 
-        Raises ``Refusal`` 409 when the id is taken and 422 for a pool the
-        rules refuse; an unknown tier is installed as a retired one (``_tier``).
+        Raises ``Refusal`` 422 for an id that is not one URL path segment, 409 when the id is taken or
+        the organisation already has a cluster of that name (``GET /clusters?name=`` resolves a name
+        to one id), and 422 for a pool the rules refuse or two pools of one name (R-ADD-02); an unknown
+        tier is installed as a retired one (``_tier``).
         """
+        if cluster_id is not None and not _CLUSTER_ID.fullmatch(cluster_id):
+            raise Refusal(
+                422,
+                f"cluster id {cluster_id!r} is not usable in a URL path. Use letters, digits, '.', '_', '~' or '-'.",
+                errors=[FieldError(field="id", message="letters, digits, '.', '_', '~' or '-', 1 to 128 characters")],
+            )
         cluster_id = cluster_id or self._new_uuid()
         if cluster_id in self._clusters:
             raise Refusal(409, f"a cluster with id {cluster_id} already exists. Choose another id.")
+        for other in self._clusters.values():
+            if other.organisation == organisation and other.name == name and other.phase not in _TORN_DOWN:
+                raise Refusal(
+                    409,
+                    f"organisation {organisation} already has a cluster named {name!r} ({other.id}). Choose another name.",
+                )
         for request in pools:
             self._refuse(rules.create_shape_violations(request))
+        pool_names = [request.name for request in pools]
+        if len(set(pool_names)) != len(pool_names):
+            twice = sorted({n for n in pool_names if pool_names.count(n) > 1})
+            raise Refusal(
+                422,
+                f"R-ADD-02: pool names must be unique in a cluster; {', '.join(twice)} given twice. Rename one.",
+                rule="R-ADD-02",
+                errors=[FieldError(field="node_pools", message=f"pool names given twice: {', '.join(twice)}")],
+            )
         cluster = Cluster(
             id=cluster_id,
             name=name,

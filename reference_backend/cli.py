@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import signal
+import sqlite3
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +26,18 @@ from reference_backend.clock import Clock, ManualClock, ScaledClock
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8642
+# A scale beyond this would overflow the simulated calendar within hours of real time.
+MAX_TIME_SCALE = 1_000_000.0
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {port}")
+    return port
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="maya-tools reference-backend", description="Run the Door DKS node-pool API reference backend."
     )
     parser.add_argument("--host", default=DEFAULT_HOST)
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--port", type=_port, default=DEFAULT_PORT)
     parser.add_argument("--state", type=Path, default=None, metavar="FILE", help="SQLite state file (default: memory)")
     parser.add_argument("--seed", choices=("demo", "empty"), default="demo")
     clocks = parser.add_mutually_exclusive_group()
@@ -46,11 +61,18 @@ def main(argv: Sequence[str]) -> int:
         args = _parser().parse_args(list(argv))
     except SystemExit as exit_:
         return int(exit_.code or 0)
-    if args.time_scale <= 0:
-        print("maya-tools reference-backend: --time-scale must be positive")
+    if not (math.isfinite(args.time_scale) and 0 < args.time_scale <= MAX_TIME_SCALE):
+        print(
+            f"maya-tools reference-backend: --time-scale must be a number in (0, {MAX_TIME_SCALE:g}]", file=sys.stderr
+        )
         return 2
     clock: Clock = ManualClock() if args.manual_clock else ScaledClock(args.time_scale)
-    backend = ReferenceBackend(clock, seed=args.seed, state_path=args.state)
+    try:
+        backend = ReferenceBackend(clock, seed=args.seed, state_path=args.state)
+    except (OSError, sqlite3.Error, ValueError, KeyError, TypeError) as error:
+        # A directory, an unwritable path, or a file that is not (or not our) SQLite state.
+        print(f"maya-tools reference-backend: cannot use --state {args.state}: {error}", file=sys.stderr)
+        return 2
     try:
         app = create_app(backend, admin_token=args.admin_token)
         url = f"http://{args.host}:{args.port}"

@@ -7,6 +7,7 @@ Both can be advanced or set forward, which the admin plane and a reloaded state 
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol, runtime_checkable
@@ -94,15 +95,16 @@ class ScaledClock:
     mode: ClockMode = "scaled"
 
     def __init__(self, time_scale: float = 1.0, start: datetime | None = None) -> None:
-        if time_scale <= 0:
-            raise ClockError(f"time_scale must be positive, got {time_scale}")
+        if not (math.isfinite(time_scale) and time_scale > 0):
+            raise ClockError(f"time_scale must be a positive finite number, got {time_scale}")
         self.time_scale = time_scale
         self._base = _aware(start) if start is not None else DEFAULT_START
         self._real_base = time.monotonic()
 
     def now(self) -> datetime:
+        """The simulated time; it stops at ``LATEST`` rather than overflow the calendar."""
         elapsed = (time.monotonic() - self._real_base) * self.time_scale
-        return self._base + timedelta(seconds=elapsed)
+        return self._base + timedelta(seconds=min(elapsed, (LATEST - self._base).total_seconds()))
 
     def advance(self, seconds: float) -> datetime:
         self._base = _forward(self._base, seconds)

@@ -21,14 +21,15 @@ class FaultSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # strict: false is not 0 and 1.0 is not 1 (the public API is as strict).
     route: str = "*"
-    status: int | None = Field(default=503, ge=100, le=599, description="null: latency only")
-    count: int | None = Field(default=1, ge=0)
-    probability: float | None = Field(default=None, ge=0, le=1)
-    seed: int = 0
-    latency_ms: int = Field(default=0, ge=0, le=600_000)
+    status: int | None = Field(default=503, ge=100, le=599, strict=True, description="null: latency only")
+    count: int | None = Field(default=1, ge=0, strict=True)
+    probability: float | None = Field(default=None, ge=0, le=1, strict=True)
+    seed: int = Field(default=0, strict=True)
+    latency_ms: int = Field(default=0, ge=0, le=600_000, strict=True)
     when: Literal["before", "after"] = "before"
-    retry_after: int | None = Field(default=None, ge=0)
+    retry_after: int | None = Field(default=None, ge=0, strict=True)
 
 
 class FaultView(FaultSpec):

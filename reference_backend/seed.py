@@ -25,7 +25,8 @@ DEMO_CLUSTER_NAME: Final = "payments-prod"
 DEMO_POOL_ID: Final = "a1b2c3d4-0000-4000-8000-000000000001"
 DEMO_POOL_NAME: Final = "workers"
 DEMO_NODE_NAME: Final = "payments-prod-workers-abc12"
-DEMO_NODE_CREATED_AT: Final = datetime(2026, 10, 1, 12, 4, 0, tzinfo=UTC)
+# Before the clock starts (2026-10-01T12:00Z): a Running node cannot be born in the future.
+DEMO_NODE_CREATED_AT: Final = datetime(2026, 9, 30, 12, 4, 0, tzinfo=UTC)
 DEMO_KUBERNETES_VERSION: Final = "v1.32.4"
 
 DEMO_PENDING_CLUSTER_ID: Final = "7c1e5b9a-2f4d-4e8a-b6c3-0d9e8f7a6b5c"

@@ -205,3 +205,101 @@ async def test_setting_the_clock_near_the_end_of_time_is_409_so_the_world_keeps_
     far = await door.put("/_reference/clock", headers=REF, json={"now": "9999-12-31T00:00:00Z"})
     assert far.status_code == 409
     assert (await door.patch(f"{CLUSTER}/node-pools/workers", headers=ADMIN, json={"count": 3})).status_code == 202
+
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [
+        ("/_reference/clusters", b'{"name": "x\\ud800", "organisation": "payments"}'),
+        ("/_reference/tokens/t1", b'{"user": "u\\udc00", "organisation": "payments", "role": "member"}'),
+        ("/_reference/faults", b'{"route": "GET /v1/public/\\ud800", "status": 503}'),
+    ],
+)
+async def test_an_unpaired_surrogate_in_an_admin_body_is_400_and_never_poisons_the_world(
+    door: httpx2.AsyncClient, route: str, body: bytes
+) -> None:
+    """Accepted, such a string made the admin answer and then every read of the world a 500."""
+    method = door.post if route in ("/_reference/clusters", "/_reference/faults") else door.put
+    headers = {**REF, "Content-Type": "application/json"}
+    response = await method(route, headers=headers, content=body)
+    assert (response.status_code, response.headers["content-type"]) == (400, PROBLEM)
+    assert "surrogate" in response.json()["detail"]
+    assert (await door.get("/v1/public/clusters", headers=ADMIN)).status_code == 200
+    assert (await door.get("/_reference/faults", headers=REF)).status_code == 200
+
+
+async def test_the_admin_token_is_checked_before_the_body(door: httpx2.AsyncClient) -> None:
+    """Order of checks on the admin plane too: no token is 401 whatever the body; bad JSON is 400."""
+    headers = {"Content-Type": "application/json"}
+    anonymous = await door.post("/_reference/clock/advance", headers=headers, content=b"{bad")
+    assert (anonymous.status_code, anonymous.headers["content-type"]) == (401, PROBLEM)
+    malformed = await door.post("/_reference/clock/advance", headers={**REF, **headers}, content=b"{bad")
+    assert (malformed.status_code, malformed.headers["content-type"]) == (400, PROBLEM)
+    huge = await door.post("/_reference/clusters", headers={**REF, **headers}, content=b" " * (65 * 1024) + b"{}")
+    assert (huge.status_code, huge.headers["content-type"]) == (413, PROBLEM)
+    assert (await door.post("/_reference/clock/advance", headers=REF, json={"seconds": 1})).status_code == 200
+
+
+@pytest.mark.parametrize("credit", ["NaN", "Infinity", "-Infinity"])
+async def test_a_non_finite_credit_is_422_and_the_credit_gate_holds(door: httpx2.AsyncClient, credit: str) -> None:
+    """R-CREDIT-01: NaN compares false with every price, so it would have let every raise through."""
+    headers = {**REF, "Content-Type": "application/json"}
+    assert (await door.put("/_reference/organisations/payments", headers=REF, json={"credit": 0})).status_code == 200
+    response = await door.put("/_reference/organisations/payments", headers=headers, content=f'{{"credit": {credit}}}')
+    assert (response.status_code, response.headers["content-type"]) == (422, PROBLEM)
+    raise_ = await door.patch(f"{CLUSTER}/node-pools/workers", headers=ADMIN, json={"count": 3})
+    assert raise_.status_code == 402
+
+
+async def test_the_admin_routes_document_their_problem_answers(door: httpx2.AsyncClient) -> None:
+    schema = (await door.get("/openapi.json")).json()
+    for path, operations in schema["paths"].items():
+        if path.startswith("/_reference"):
+            for operation in operations.values():
+                assert {"401", "422"} <= set(operation["responses"]), path
+                assert PROBLEM in operation["responses"]["401"]["content"], path
+
+
+@pytest.mark.parametrize(
+    ("method", "route", "body"),
+    [
+        ("PUT", "/_reference/inventory", {"available": 0}),
+        ("PUT", "/_reference/organisations/payments", {"credit": False}),
+        ("POST", "/_reference/clock/advance", {"seconds": True}),
+        ("POST", "/_reference/faults", {"route": "*", "retry_after": False}),
+        ("POST", "/_reference/faults", {"route": "*", "count": 1.5}),
+    ],
+)
+async def test_admin_bodies_are_as_strict_as_the_public_ones(
+    door: httpx2.AsyncClient, method: str, route: str, body: dict[str, object]
+) -> None:
+    """`{"available": 0}` took the inventory down and `{"seconds": true}` moved the clock a second."""
+    response = await door.request(method, route, headers=REF, json=body)
+    assert (response.status_code, response.headers["content-type"]) == (422, PROBLEM)
+    assert (await door.get(f"{CLUSTER}/nodes", headers=ADMIN)).status_code == 200
+    assert (await door.get("/_reference/clock", headers=REF)).json()["now"] == "2026-10-01T12:00:00Z"
+    assert (await door.get("/_reference/faults", headers=REF)).json() == []
+
+
+async def test_an_admin_cluster_keeps_the_invariants_of_the_public_api(door: httpx2.AsyncClient) -> None:
+    """Two pools of one name (R-ADD-02), a second `payments-prod` (so `?name=` found two ids) and an id
+    no URL can reach were all installed."""
+    twins = {"name": "twins", "organisation": "payments", "node_pools": [{"name": "a", "size": "dks.c5.large"}] * 2}
+    response = await door.post("/_reference/clusters", headers=REF, json=twins)
+    assert (response.status_code, response.json()["rule"]) == (422, "R-ADD-02")
+    clash = await door.post(
+        "/_reference/clusters", headers=REF, json={"name": "payments-prod", "organisation": "payments"}
+    )
+    assert (clash.status_code, clash.headers["content-type"]) == (409, PROBLEM)
+    for bad_id in ("a/b", "..", "", "x y"):
+        body = {"name": f"c{len(bad_id)}", "organisation": "payments", "id": bad_id}
+        assert (await door.post("/_reference/clusters", headers=REF, json=body)).status_code == 422, bad_id
+    listed = (await door.get("/v1/public/clusters", params={"name": "payments-prod"}, headers=ADMIN)).json()
+    assert [c["id"] for c in listed["items"]] == [seed.DEMO_CLUSTER_ID]
+    elsewhere = await door.post(
+        "/_reference/clusters", headers=REF, json={"name": "payments-prod", "organisation": "acme"}
+    )
+    assert elsewhere.status_code == 201  # names are unique per organisation only

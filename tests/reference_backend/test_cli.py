@@ -78,3 +78,41 @@ def test_the_state_file_is_created_and_closed(fake_server: type[FakeServer], tmp
     backend = fake_server.configs[0].app.state.backend
     with pytest.raises(Exception, match="closed"):
         backend._store._db.execute("SELECT 1")
+
+
+@pytest.mark.parametrize("scale", ["nan", "inf", "-inf", "1e300"])
+def test_a_non_finite_or_huge_time_scale_exits_two_without_a_traceback(
+    fake_server: type[FakeServer], capsys: pytest.CaptureFixture[str], scale: str
+) -> None:
+    assert cli.main(["--time-scale", scale]) == 2
+    assert fake_server.configs == []
+    assert "--time-scale" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "65536"])
+def test_a_port_out_of_range_exits_two(fake_server: type[FakeServer], port: str) -> None:
+    assert cli.main(["--port", port]) == 2
+    assert fake_server.configs == []
+
+
+def test_a_state_path_that_is_not_a_state_file_exits_two(
+    fake_server: type[FakeServer], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    garbage = tmp_path / "notes.txt"
+    garbage.write_text("not a database, just some notes\n" * 100)
+    assert cli.main(["--state", str(garbage)]) == 2
+    assert cli.main(["--state", str(tmp_path)]) == 2  # a directory
+    assert fake_server.configs == []
+    err = capsys.readouterr().err
+    assert "cannot use --state" in err and "Traceback" not in err
+    assert garbage.read_text().startswith("not a database")  # left alone
+
+
+def test_a_scaled_clock_stops_at_the_latest_instant_instead_of_overflowing() -> None:
+    from reference_backend.clock import LATEST
+
+    clock = ScaledClock(1_000_000.0)
+    clock.set(LATEST)
+    assert clock.now() == LATEST
+    with pytest.raises(ValueError):
+        ScaledClock(float("nan"))

@@ -249,3 +249,80 @@ async def test_a_bug_is_a_500_problem_without_a_traceback(
     monkeypatch.setattr(backend, "cluster_body", broken)
     body = problem(await door.get(CLUSTER, headers=ADMIN), 500)
     assert "secret internals" not in str(body) and "Traceback" not in str(body)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("OPTIONS", f"{CLUSTER}/node-pools", "GET, HEAD, POST"),
+        ("PUT", f"{CLUSTER}/node-pools/workers", "DELETE, PATCH"),
+        ("POST", f"{CLUSTER}/nodes/payments-prod-workers-abc12", "DELETE"),
+        ("DELETE", "/_reference/clock", "GET, HEAD, PUT"),
+    ],
+)
+async def test_a_405_lists_every_method_of_the_path_in_allow(
+    door: httpx2.AsyncClient, method: str, path: str, allowed: str
+) -> None:
+    """Starlette named only the first route of the path: `Allow: GET` on node-pools hid the POST."""
+    response = await door.request(method, path, headers=ADMIN)
+    problem(response, 405)
+    assert response.headers["allow"] == allowed
+
+
+@pytest.mark.parametrize("path", ["/v1/public/machine-tiers", f"{CLUSTER}/node-pools", f"{CLUSTER}", "/openapi.json"])
+async def test_head_is_a_get_without_the_body(door: httpx2.AsyncClient, path: str) -> None:
+    get = await door.get(path, headers=ADMIN)
+    head = await door.head(path, headers=ADMIN)
+    assert (head.status_code, head.content) == (200, b"")
+    assert head.headers["content-type"] == get.headers["content-type"]
+    assert head.headers["content-length"] == str(len(get.content))
+
+
+async def test_head_keeps_the_checks_of_get(door: httpx2.AsyncClient) -> None:
+    assert (await door.head(f"{CLUSTER}/node-pools")).status_code == 401
+    assert (await door.head(f"{CLUSTER}/node-pools", headers=OUTSIDER)).status_code == 403
+    assert (await door.head(f"{STAGING}/nodes", headers=ADMIN)).status_code == 409
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", f"{CLUSTER}/node-pools/"),
+        ("DELETE", f"{CLUSTER}/nodes/payments-prod-workers-abc12/"),
+        ("GET", "/v1/public/clusters/"),
+    ],
+)
+async def test_a_trailing_slash_is_a_404_problem_naming_the_fix(
+    door: httpx2.AsyncClient, method: str, path: str
+) -> None:
+    """Not a bodiless 307 redirect (whose Location echoes the Host header): a problem saying what to send."""
+    response = await door.request(method, path, headers=ADMIN)
+    assert "ends with a slash" in problem(response, 404)["detail"]
+    assert "location" not in response.headers
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "application/xml"])
+async def test_a_body_that_is_not_sent_as_json_is_415(door: httpx2.AsyncClient, content_type: str) -> None:
+    """A JSON-looking body sent as text/plain or a form was accepted as if it were JSON."""
+    headers = ADMIN | {"content-type": content_type}
+    patch = await door.patch(f"{CLUSTER}/node-pools/workers", headers=headers, content=b'{"count": 3}')
+    assert "application/json" in problem(patch, 415)["detail"]
+    assert patch.headers["accept-patch"] == "application/json"
+    create = await door.post(f"{CLUSTER}/node-pools", headers=headers, content=b'{"name": "b", "size": "dks.c5.large"}')
+    problem(create, 415)
+    admin = await door.put(
+        "/_reference/inventory",
+        headers=auth(ADMIN_TOKEN) | {"content-type": content_type},
+        content=b'{"available": false}',
+    )
+    problem(admin, 415)
+    assert (await door.get(CLUSTER, headers=ADMIN)).json()["node_pools"][0]["count"] == 2
+
+
+@pytest.mark.parametrize("content_type", [None, "application/json; charset=utf-8", "application/merge-patch+json"])
+async def test_json_media_types_and_no_content_type_are_accepted(
+    door: httpx2.AsyncClient, content_type: str | None
+) -> None:
+    headers = ADMIN | ({"content-type": content_type} if content_type else {})
+    response = await door.patch(f"{CLUSTER}/node-pools/workers", headers=headers, content=b'{"count": 3}')
+    assert response.status_code == 202, response.text

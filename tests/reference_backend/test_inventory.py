@@ -48,7 +48,7 @@ async def test_after_the_refresh_the_snapshot_is_fresh(door: httpx2.AsyncClient,
         "status": "Running",
         "kubernetes_version": "v1.32.4",
         "ready": True,
-        "created_at": "2026-10-01T12:04:00Z",
+        "created_at": "2026-09-30T12:04:00Z",
         "deleted_at": None,
     }
 
@@ -146,3 +146,17 @@ async def test_the_node_list_is_rendered_like_any_answer_and_encoded_once_per_sn
     assert encode_doc({"a": 1, "items": cluster.inventory.snapshot, "z": None}) == compact_json(
         {"a": 1, "items": list(cluster.inventory.snapshot), "z": None}
     )
+
+
+async def test_no_node_is_born_in_the_future_or_deleted_before_it_was_born(
+    door: httpx2.AsyncClient, clock: ManualClock
+) -> None:
+    """R-NODE-06: the seed's Running nodes predate the clock, so replacing one at once keeps the times in order."""
+    assert (await door.delete(f"{NODES}/{seed.DEMO_NODE_NAME}", headers=auth(seed.DEMO_ADMIN_TOKEN))).status_code == 202
+    await door.get(NODES, headers=MEMBER)
+    clock.advance(2)
+    items = (await door.get(NODES, headers=MEMBER)).json()["items"]
+    assert len(items) == 3
+    for item in items:
+        assert item["created_at"] <= "2026-10-01T12:00:00Z", item
+        assert item["deleted_at"] is None or item["deleted_at"] >= item["created_at"], item

@@ -51,3 +51,30 @@ async def test_the_request_bodies_and_the_problem_schema_are_components(door: ht
     body_ref = post["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     assert body_ref == "#/components/schemas/PublicNodePoolCreateRequest"
     assert {"rule", "errors", "request_id"} <= set(components["Problem"]["properties"])
+
+
+async def test_the_schema_says_what_the_routes_accept(door: httpx2.AsyncClient) -> None:
+    """R-ADD-01/04, R-PATCH-01/02/06, R-RNODE-03 are in the schema: a generated client or fuzzer
+    built from it no longer sends `{}` or `{"count": null}` as a "valid" patch."""
+    schema = (await door.get("/openapi.json")).json()
+    components = schema["components"]["schemas"]
+    create = components["PublicNodePoolCreateRequest"]["properties"]
+    assert create["name"]["pattern"] == "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+    assert (create["count"]["minimum"], create["count"]["maximum"]) == (0, 200)
+    patch = components["PublicNodePoolPatchRequest"]
+    assert patch["minProperties"] == 1
+    for field in ("count", "auto_scale", "labels", "tags"):
+        assert "anyOf" not in patch["properties"][field] and "type" in patch["properties"][field], field
+    assert {"type": "null"} in patch["properties"]["max_nodes"]["anyOf"]  # null clears it (R-PATCH-06)
+    node = schema["paths"]["/v1/public/clusters/{cluster_id}/nodes/{node_name}"]["delete"]
+    (name,) = [p for p in node["parameters"] if p["name"] == "node_name"]
+    assert name["schema"]["pattern"] == "^[a-z0-9][-a-z0-9.]{0,252}[a-z0-9]$"
+
+
+async def test_a_patch_with_a_null_count_is_refused_as_the_schema_says(door: httpx2.AsyncClient) -> None:
+    response = await door.patch(
+        "/v1/public/clusters/3f9c1a2e-7b4d-4c58-9e21-5d6f8a0b1c2d/node-pools/workers",
+        headers={"Authorization": "Bearer demo-admin-token"},
+        json={"count": None},
+    )
+    assert (response.status_code, response.json()["rule"]) == (422, "R-PATCH-01")

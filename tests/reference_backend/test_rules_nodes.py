@@ -237,3 +237,23 @@ async def test_r_node_06_worker_uses_its_internal_identity_until_it_joins(
     joined = late.items[0]
     assert re.fullmatch(r"payments-prod-batch-[a-z0-9]{5}", joined.name), joined
     assert joined.status == "Running" and joined.ready is True
+
+
+async def test_r_node_05_a_deleting_pool_still_lists_its_draining_nodes(
+    door: httpx2.AsyncClient, clock: ManualClock
+) -> None:
+    """R-NODE-05 with R-DEL-02: a deleting pool exists (it is in the pool list) until its workers are
+    gone, so its nodes read 200 with the Deleting workers; after the drain its name is 404."""
+    from tests.reference_backend.rules_helpers import add_running_pool, delete_pool
+
+    await add_running_pool(door, clock, "batch")
+    clock.advance(INVENTORY_TTL_S + 1)  # any earlier snapshot is stale now
+    assert (await delete_pool(door, "batch")).status_code == 202
+    assert (await door.get(nodes_url(pool="batch"), headers=MEMBER)).status_code == 200  # queues a refresh
+    clock.advance(INVENTORY_REFRESH_S)  # well within the 30 s drain
+    draining = await _read(door, pool="batch")
+    assert draining.fresh
+    assert [(n.pool, n.status) for n in draining.items] == [("batch", "Deleting")]
+    clock.advance(60)
+    gone = await door.get(nodes_url(pool="batch"), headers=MEMBER)
+    problem(gone, 404, "R-NODE-05")
