@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, Tool
 
 from maya_tools.chat_terminal import Terminal, call_line
+from maya_tools.tools.changes import CHANGE_TOOLS
 
 Block = dict[str, Any]
 
@@ -108,16 +109,13 @@ def outcome_line(name: str, result: CallToolResult) -> str | None:
     """What a change tool really did, said by the chat itself (not by the model)."""
     data = result.structured_content
     if result.is_error:
-        return "  ✗ refused, nothing changed" if name in _CHANGE_TOOLS else None
+        return "  ✗ refused, nothing changed" if name in CHANGE_TOOLS else None
     if not isinstance(data, dict) or "changed" not in data or "status" not in data:
         return None
     card = data.get("card") or {}
     if data["changed"]:
         return f"  ✓ executed: card {card.get('id')} — Door accepted the change"
     return f"  · {data['status']}: card {card.get('id')} — nothing changed"
-
-
-_CHANGE_TOOLS = frozenset({"add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool", "replace_node"})
 
 
 class ModelChat:
@@ -254,7 +252,7 @@ class ModelChat:
                 f"{name} takes no argument {', '.join(undeclared)}; it was not called. Use only the arguments "
                 "in its input schema. No argument approves a card: the person approves it in their client.",
             )
-        self._changes_called = self._changes_called or name in _CHANGE_TOOLS
+        self._changes_called = self._changes_called or name in CHANGE_TOOLS
         try:
             result = await self.mcp.call_tool(name, arguments)
         except MCPError as error:

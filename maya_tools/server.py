@@ -16,10 +16,10 @@ from maya_tools import prompts as mcp_prompts
 from maya_tools.runtime import Runtime, Transport, open_runtime
 from maya_tools.settings import Settings
 from maya_tools.tools import cards, changes, read
+from maya_tools.tools.changes import CHANGE_TOOLS
 from reference_backend.backend import ReferenceBackend
 
 INSTRUCTIONS = prompts.render("instructions.md.j2")
-CHANGE_TOOLS = frozenset({"add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool", "replace_node"})
 SHOWN_INPUT = 80
 SHOWN_PROBLEMS = 5
 

@@ -5,7 +5,7 @@ This module does not use ``from __future__ import annotations``: the SDK evaluat
 ``Resolve(plan)`` annotations of the closures below at registration time.
 """
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
@@ -14,8 +14,11 @@ from pydantic import Field
 
 from backend_client import rules
 from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
-from confirmation_cards import Card
+from confirmation_cards import Action, Card
 from maya_tools.approval import AlreadyDecided, ChangeResult, Confirm, NoApprovalChannel, Plan, ask, card_for, decide
+
+# One change tool per card action: the tool names are the actions' names.
+CHANGE_TOOLS: frozenset[str] = frozenset(get_args(Action))
 
 ClusterArg = Annotated[
     str, Field(min_length=1, description="The cluster's name (for example `payments-prod`) or its id.")
