@@ -6,6 +6,11 @@ operation or inventory refresh will make is an event on a time-ordered heap, and
 to ``clock.now()`` are applied, in order and at their own instant, before any request is answered.
 No background task runs, so a ``ManualClock`` fully controls the world and tests never sleep.
 
+Size (200 pools × 200 workers): an event costs O(1), never a walk of the cluster's history. The
+running operations are indexed by pool (``Cluster.running_by_pool``), each pool counts its workers
+by status (``Pool.status_counts``), operations are kept in ``seq`` order, and a snapshot groups
+its nodes by pool once. All of it is derived: ``_load`` rebuilds it, and the heap, from the state.
+
 Every method that checks and then changes the world (``add_pool``, ``patch_pool``, ``delete_pool``,
 ``replace_node``) is synchronous: the app calls it with no ``await`` in between, so on the single
 event loop a check (R-OP-01) and the change it guards are atomic.
@@ -150,16 +155,19 @@ class ReferenceBackend:
         if pool is None or worker is None or worker.next_at != when:
             return  # superseded: the worker changed course or is gone
         if worker.status == "Pending":
-            worker.status, worker.next_at = "Provisioning", when + _seconds(PROVISIONING_SECONDS)
+            pool.set_status(worker, "Provisioning")
+            worker.next_at = when + _seconds(PROVISIONING_SECONDS)
         elif worker.status == "Provisioning":
             # Joining the cluster gives the worker its kubectl name (R-NODE-06).
-            worker.status, worker.next_at = "Provisioned", when + _seconds(JOIN_TO_READY_SECONDS)
+            pool.set_status(worker, "Provisioned")
+            worker.next_at = when + _seconds(JOIN_TO_READY_SECONDS)
             worker.name = self._node_name(cluster, pool)
             worker.kubernetes_version = cluster.kubernetes_version
         elif worker.status == "Provisioned":
-            worker.status, worker.next_at = "Running", None
+            pool.set_status(worker, "Running")
+            worker.next_at = None
         elif worker.status == "Deleting":
-            del pool.workers[worker_id]
+            pool.remove_worker(worker_id)
             cluster.node_names.discard(worker.visible_name)
         if worker.next_at is not None:
             self._schedule(worker.next_at, "worker", cluster.id, pool.id, worker.id)
@@ -183,9 +191,9 @@ class ReferenceBackend:
         self._touch("inventory", cluster.id)
 
     def _settle(self, cluster: Cluster, pool_id: str) -> None:
-        for operation in cluster.running_operations():
-            if operation.pool_id == pool_id:
-                self._evaluate(cluster, operation)
+        """Re-evaluate the running operations of a pool whose workers changed (an index look-up)."""
+        for operation in cluster.running_operations_of(pool_id):
+            self._evaluate(cluster, operation)
 
     def _evaluate(self, cluster: Cluster, op: Operation) -> None:
         """Finish an operation at the instant its condition holds; otherwise refresh its progress."""
@@ -193,12 +201,10 @@ class ReferenceBackend:
         pool = cluster.pools.get(op.pool_id or "")
         due = op.due_at is None or now >= op.due_at
         if op.kind in ("pool.create", "pool.update") and pool is not None:
-            active = pool.active_workers()
-            running = sum(1 for w in active if w.status == "Running")
-            draining = len(pool.workers) - len(active)
+            running, active, draining = pool.running_count, pool.active_count, pool.draining_count
             op.message = f"{running}/{pool.count} workers Running" + (f", {draining} draining" if draining else "")
-            if due and running == len(active) == pool.count and not draining:
-                self._finish(op, "succeeded")
+            if due and running == active == pool.count and not draining:
+                self._finish(cluster, op, "succeeded")
         elif op.kind == "pool.delete" and pool is not None:
             left = len(pool.workers)
             op.message = f"{left} workers left to drain"
@@ -207,11 +213,11 @@ class ReferenceBackend:
                 del cluster.pools[pool.id]
                 self._pools.pop(pool.id, None)
                 self._touch("pools", pool.id)
-                self._finish(op, "succeeded")
+                self._finish(cluster, op, "succeeded")
         elif op.kind == "node.replace" and op.old_worker_id is None:
             if due:
                 # R-RNODE-04: an unknown node name fails asynchronously; the node list is unchanged.
-                self._finish(op, "failed", error=f"node {op.target} was not found in cluster {cluster.name}")
+                self._finish(cluster, op, "failed", error=f"node {op.target} was not found in cluster {cluster.name}")
         elif op.kind == "node.replace" and pool is not None:
             new = pool.workers.get(op.new_worker_id or "")
             old_gone = op.old_worker_id not in pool.workers
@@ -220,15 +226,18 @@ class ReferenceBackend:
                 f"{op.target} is {'gone' if old_gone else 'draining'}"
             )
             if old_gone and new is not None and new.status == "Running":
-                self._finish(op, "succeeded")
+                self._finish(cluster, op, "succeeded")
         else:
-            self._finish(op, "failed", error="the pool of this operation no longer exists")
+            self._finish(cluster, op, "failed", error="the pool of this operation no longer exists")
         self._touch("operations", op.id)
 
-    def _finish(self, op: Operation, status: Literal["succeeded", "failed"], error: str | None = None) -> None:
+    def _finish(
+        self, cluster: Cluster, op: Operation, status: Literal["succeeded", "failed"], error: str | None = None
+    ) -> None:
         op.status, op.finished_at, op.error, op.due_at = status, self._now, error, None
         if error is not None:
             op.message = error
+        cluster.operation_finished(op)
 
     # --- who asks (steps 2-4 of the order of checks) --------------------------------------------
 
@@ -303,7 +312,7 @@ class ReferenceBackend:
 
     def state_body(self, cluster: Cluster) -> Doc:
         """R-OP-03: the phase and every operation, newest first."""
-        operations = sorted(cluster.operations.values(), key=lambda op: op.seq, reverse=True)
+        operations = reversed(cluster.operations.values())  # kept in seq order (Cluster.add_operation)
         return {
             "schema_version": "clusterstate.public.v1",
             "cluster_id": cluster.id,
@@ -351,8 +360,8 @@ class ReferenceBackend:
             self._schedule(inventory.refresh_at, "inventory", cluster.id)
             self._touch("inventory", cluster.id)
         items: list[Doc] = inventory.snapshot or []
-        if pool_name is not None:
-            items = [n for n in items if n["pool"] == pool_name]
+        if pool_name is not None and inventory.snapshot is not None:
+            items = inventory.snapshot.by_pool.get(pool_name, [])  # grouped once per snapshot
         self.commit()
         return {
             "schema_version": "node.public.v1",
@@ -436,7 +445,7 @@ class ReferenceBackend:
     def replace_node(self, cluster: Cluster, node_name: str) -> Doc:
         """Replace a worker (R-RNODE-*): drain it and bring up a new one, keeping the pool's count."""
         self._require_provisioned(cluster)
-        for op in cluster.running_operations():
+        for op in cluster.running_operations():  # the running ones only, never the whole history
             if op.kind == "node.replace" and op.target == node_name:
                 raise self._node_busy(node_name)
         found = self._find_worker(cluster, node_name)
@@ -471,14 +480,15 @@ class ReferenceBackend:
 
     def _require_idle(self, cluster: Cluster, pool: Pool) -> None:
         """R-OP-01: one running operation per pool (a running node.replace in the pool counts)."""
-        for op in cluster.running_operations():
-            if op.pool_id == pool.id:
-                raise Refusal(
-                    409,
-                    f"R-OP-01: pool {pool.name!r} is busy with operation {op.id} ({op.kind}, started "
-                    f"{iso(op.started_at)}). Try again after it finishes (GET .../state).",
-                    rule="R-OP-01",
-                )
+        busy = cluster.running_operations_of(pool.id)  # an index look-up, not a scan of the history
+        if busy:
+            op = busy[0]
+            raise Refusal(
+                409,
+                f"R-OP-01: pool {pool.name!r} is busy with operation {op.id} ({op.kind}, started "
+                f"{iso(op.started_at)}). Try again after it finishes (GET .../state).",
+                rule="R-OP-01",
+            )
 
     @staticmethod
     def _node_busy(node_name: str) -> Refusal:
@@ -534,7 +544,7 @@ class ReferenceBackend:
             old_worker_id=workers[0] if workers else None,
             new_worker_id=workers[1] if workers else None,
         )
-        cluster.operations[op.id] = op
+        cluster.add_operation(op)
         self._operations[op.id] = op
         if op.due_at is not None:
             self._schedule(op.due_at, "operation", cluster.id, op.id)
@@ -561,14 +571,14 @@ class ReferenceBackend:
             created_at=self._now,
             next_at=self._now + _seconds(PENDING_SECONDS),
         )
-        pool.workers[worker.id] = worker
+        pool.add_worker(worker)
         assert worker.next_at is not None
         self._schedule(worker.next_at, "worker", cluster.id, pool.id, worker.id)
         self._touch("pools", pool.id)
         return worker
 
     def _drain(self, cluster: Cluster, pool: Pool, worker: Worker) -> None:
-        worker.status = "Deleting"
+        pool.set_status(worker, "Deleting")
         worker.deleted_at = self._now  # decision: when the drain started
         worker.next_at = self._now + _seconds(DRAIN_SECONDS)
         self._schedule(worker.next_at, "worker", cluster.id, pool.id, worker.id)
@@ -692,7 +702,7 @@ class ReferenceBackend:
                 next_at=None,
                 kubernetes_version=cluster.kubernetes_version,
             )
-            pool.workers[worker.id] = worker
+            pool.add_worker(worker)
             if index < len(node_names):
                 worker.name = node_names[index]
                 cluster.node_names.add(worker.name)
@@ -770,6 +780,11 @@ class ReferenceBackend:
         self.idempotency.dirty.clear()
         if not self._dirty:
             return
+        if not self._store.persistent:
+            # In memory there is nothing to write: building the rows (a pool's row holds every one
+            # of its workers) would cost a serialisation of every touched pool per event batch.
+            self._dirty.clear()
+            return
         self._dirty.add(("meta", "world"))
         upserts: dict[Key, Doc] = {}
         deletes: set[Key] = set()
@@ -835,10 +850,14 @@ class ReferenceBackend:
         for cluster in self._clusters.values():
             cluster.pools = dict(sorted(cluster.pools.items(), key=lambda item: item[1].seq))
             cluster.node_names = {w.name for p in cluster.pools.values() for w in p.workers.values() if w.name}
+        operations: dict[str, list[Operation]] = {}
         for _, doc in self._store.load("operations"):
             op = Operation.from_doc(doc)
-            self._clusters[op.cluster_id].operations[op.id] = op
+            operations.setdefault(op.cluster_id, []).append(op)
             self._operations[op.id] = op
+        for cluster_id, of_cluster in operations.items():
+            # Rows come back in key order: sort them by seq and rebuild the running indexes.
+            self._clusters[cluster_id].load_operations(of_cluster)
         for key, doc in self._store.load("inventory"):
             self._clusters[key].inventory = Inventory.from_doc(doc)
         self.idempotency.load((key, StoredAnswer.from_doc(doc)) for key, doc in self._store.load("idempotency"))

@@ -37,6 +37,11 @@ class Store:
     def empty(self) -> bool:
         return True
 
+    @property
+    def persistent(self) -> bool:
+        """Whether ``write`` keeps anything: when not, the backend need not build the rows at all."""
+        return False
+
     def close(self) -> None:
         """Release the file."""
 
@@ -56,6 +61,10 @@ class SqliteStore(Store):
         self._db.execute("PRAGMA synchronous=NORMAL")
         for table in TABLES:
             self._db.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, doc TEXT NOT NULL)")
+
+    @property
+    def persistent(self) -> bool:
+        return True
 
     @property
     def empty(self) -> bool:

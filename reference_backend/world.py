@@ -8,6 +8,8 @@ the rows a change touched. Public bodies are built from these records with ``to_
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -152,6 +154,9 @@ class Pool:
     created_at: datetime
     seq: int = 0  # creation order: lists keep it across a restart
     workers: dict[str, Worker] = field(default_factory=dict)
+    # Derived, not stored: how many of ``workers`` are in each status, kept by ``add_worker``,
+    # ``set_status`` and ``remove_worker`` so an operation's progress is O(1), not a scan of the pool.
+    status_counts: Counter[NodeStatus] = field(default_factory=Counter, repr=False, compare=False)
 
     def to_model(self) -> NodePool:
         return NodePool.model_validate(self.to_public())
@@ -184,6 +189,33 @@ class Pool:
     def active_workers(self) -> list[Worker]:
         return [w for w in self.workers.values() if w.status != "Deleting"]
 
+    def add_worker(self, worker: Worker) -> None:
+        self.workers[worker.id] = worker
+        self.status_counts[worker.status] += 1
+
+    def set_status(self, worker: Worker, status: NodeStatus) -> None:
+        """The one way to change the status of a worker of this pool (keeps ``status_counts``)."""
+        self.status_counts[worker.status] -= 1
+        self.status_counts[status] += 1
+        worker.status = status
+
+    def remove_worker(self, worker_id: str) -> Worker:
+        worker = self.workers.pop(worker_id)
+        self.status_counts[worker.status] -= 1
+        return worker
+
+    @property
+    def running_count(self) -> int:
+        return self.status_counts["Running"]
+
+    @property
+    def draining_count(self) -> int:
+        return self.status_counts["Deleting"]
+
+    @property
+    def active_count(self) -> int:
+        return len(self.workers) - self.draining_count
+
     def doc(self) -> Doc:
         return self.to_public() | {
             "cluster_id": self.cluster_id,
@@ -211,8 +243,7 @@ class Pool:
             seq=doc["seq"],
         )
         for w in doc["workers"]:
-            worker = Worker.from_doc(w)
-            pool.workers[worker.id] = worker
+            pool.add_worker(Worker.from_doc(w))
         return pool
 
 
@@ -291,6 +322,14 @@ class Snapshot(list[Doc]):
     def json(self) -> bytes:
         return compact_json(self)
 
+    @cached_property
+    def by_pool(self) -> dict[str | None, Snapshot]:
+        """The same items grouped by pool name (in order), so one pool's nodes are not a scan of all."""
+        groups: dict[str | None, Snapshot] = {}
+        for item in self:
+            groups.setdefault(item["pool"], Snapshot()).append(item)
+        return groups
+
 
 @dataclass
 class Inventory:
@@ -323,9 +362,14 @@ class Cluster:
     tags: list[str]
     created_at: datetime
     pools: dict[str, Pool] = field(default_factory=dict)
+    # Every operation the cluster has had, oldest first (``seq`` order; ``add_operation`` keeps it).
     operations: dict[str, Operation] = field(default_factory=dict)
     inventory: Inventory = field(default_factory=Inventory)
     node_names: set[str] = field(default_factory=set)  # derived, not stored: kubectl names in use
+    # Derived, not stored: the running operations, oldest first, and the same by pool id, so that
+    # neither a worker's state change nor an R-OP-01 check scans the cluster's whole history.
+    running: dict[str, Operation] = field(default_factory=dict)
+    running_by_pool: dict[str, dict[str, Operation]] = field(default_factory=dict)
 
     def pool_named(self, name: str) -> Pool | None:
         """The alive pool of that name; a ``deleting`` pool does not count (R-PATCH-07, R-ADD-02)."""
@@ -335,7 +379,37 @@ class Cluster:
         return [p for p in self.pools.values() if p.lifecycle == "active"]
 
     def running_operations(self) -> list[Operation]:
-        return [op for op in self.operations.values() if op.status == "running"]
+        return list(self.running.values())
+
+    def running_operations_of(self, pool_id: str) -> list[Operation]:
+        """The running operations of one pool, oldest first (a copy: evaluating one may finish it)."""
+        return list(self.running_by_pool.get(pool_id, {}).values())
+
+    def add_operation(self, op: Operation) -> None:
+        """Record an operation; operations are added in ``seq`` order (``load_operations`` sorts them)."""
+        self.operations[op.id] = op
+        if op.status == "running":
+            self.running[op.id] = op
+            if op.pool_id is not None:
+                self.running_by_pool.setdefault(op.pool_id, {})[op.id] = op
+
+    def operation_finished(self, op: Operation) -> None:
+        """Drop an operation that is no longer running from the running indexes."""
+        self.running.pop(op.id, None)
+        if op.pool_id is not None:
+            of_pool = self.running_by_pool.get(op.pool_id)
+            if of_pool is not None:
+                of_pool.pop(op.id, None)
+                if not of_pool:
+                    del self.running_by_pool[op.pool_id]
+
+    def load_operations(self, operations: Iterable[Operation]) -> None:
+        """Replace the operations with stored ones (any order) and rebuild the derived indexes."""
+        self.operations.clear()
+        self.running.clear()
+        self.running_by_pool.clear()
+        for op in sorted(operations, key=lambda op: op.seq):
+            self.add_operation(op)
 
     def doc(self) -> Doc:
         return {
