@@ -29,6 +29,12 @@ KEY_IN_FLIGHT_RULES = frozenset({"R-ADD-09", "R-PATCH-09"})
 """A ``409`` naming one of these says the first request with the same idempotency key is still being
 handled; the keyed request is retried to get that request's answer (never sent with a new key)."""
 
+KEY_IN_FLIGHT_WAIT = 120.0
+"""How long a keyed request waits, in all, for the first request with its key to be answered (Door's
+``409`` "in flight") before giving up; those waits do not count as retries."""
+KEY_IN_FLIGHT_POLL = 1.0
+"""The wait between two tries of a keyed request while its first request is in flight (no ``Retry-After``)."""
+
 FRESH_POLL_MIN = 0.25
 """``list_nodes(fresh=True)`` never polls faster than this …"""
 FRESH_POLL_MAX = 5.0

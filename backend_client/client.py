@@ -29,9 +29,13 @@ from backend_client._constants import (
     DEFAULT_POLL_INTERVAL,
     DEFAULT_TIMEOUT,
     IDEMPOTENCY_HEADER,
+    KEY_IN_FLIGHT_POLL,
+    KEY_IN_FLIGHT_RULES,
+    KEY_IN_FLIGHT_WAIT,
     USER_AGENT,
 )
 from backend_client._retry import (
+    REPLAY_SAFE_METHODS,
     fresh_poll_delay,
     is_ambiguous,
     is_retryable,
@@ -404,14 +408,36 @@ class DoorClient:
         url = self.base_url + path
         may_retry = replay_safe(method, idempotency_key)
         attempt = 0
+        reached = False  # whether an earlier attempt may have reached Door (a mutation only)
+        in_flight_waited = 0.0
         while True:
             try:
                 return await self._send_once(method, url, body=body, params=params, idempotency_key=idempotency_key)
             except DoorError as error:
+                error.reached_before = reached
+                if method.upper() not in REPLAY_SAFE_METHODS and is_ambiguous(error):
+                    reached = True
+                retry_after = error.retry_after if isinstance(error, DoorStatusError) else None
+                if (
+                    idempotency_key is not None
+                    and isinstance(error, DoorStatusError)
+                    and error.status_code == 409
+                    and error.rule in KEY_IN_FLIGHT_RULES
+                    and in_flight_waited < KEY_IN_FLIGHT_WAIT
+                ):
+                    # The first request with this key is still being handled: wait for its answer,
+                    # which the next try replays. Not a retry: nothing is sent twice.
+                    delay = min(
+                        retry_after if retry_after is not None else KEY_IN_FLIGHT_POLL,
+                        KEY_IN_FLIGHT_WAIT - in_flight_waited,
+                    )
+                    log.info("%s %s: the first request with this key is in flight; waiting %.2f s", method, url, delay)
+                    await self._sleep(delay)
+                    in_flight_waited += delay
+                    continue
                 retryable = is_retryable(error, keyed=idempotency_key is not None)
                 if not (may_retry and attempt < self.max_retries and retryable):
                     raise
-                retry_after = error.retry_after if isinstance(error, DoorStatusError) else None
                 delay = retry_delay(attempt, retry_after, rng=self._rng)
                 log.info(
                     "retrying %s %s in %.2f s (attempt %d of %d): %s",

@@ -68,6 +68,11 @@ __all__ = [
 class DoorError(Exception):
     """Base of every error the Door client raises."""
 
+    # Set by the client on the error a call finally raises: True when an earlier attempt of the same
+    # call may have reached Door (it was sent and no clear answer came back), so this error alone
+    # does not prove that nothing changed.
+    reached_before: bool = False
+
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message

@@ -17,9 +17,11 @@ from confirmation_cards.models import (
     CardWarning,
     FieldChange,
     request_digest,
+    token_fingerprint,
 )
 from confirmation_cards.planner import DEFAULT_TTL, Planner, request_line
 from confirmation_cards.render import render_markdown, render_text, safe_text
+from confirmation_cards.roles import RoleMemory
 from confirmation_cards.store import CardStore, SqliteCardStore
 
 __all__ = [
@@ -37,10 +39,12 @@ __all__ = [
     "FieldChange",
     "Planner",
     "PreflightError",
+    "RoleMemory",
     "SqliteCardStore",
     "render_markdown",
     "render_text",
     "request_digest",
     "request_line",
     "safe_text",
+    "token_fingerprint",
 ]

@@ -2,21 +2,43 @@
 
 ``approve`` is called by an approval channel the model cannot drive (DESIGN.md property 1); it
 never raises for anything Door answers: every outcome is a card status with a plain result.
+
+Outcomes are honest (property 11). Before the Door call leaves, the card records that it is
+``sending``; from then on only Door's own refusal of the request (a 4xx rule answer) may say
+"nothing was changed". Any other failure (a 5xx, a timeout, a broken connection, a key still in
+flight) is settled by reading Door back for a bounded time: ``executed`` when the change is there,
+else ``outcome_unknown`` with what to check.
+
+Executing cards carry a lease (``executor`` = host, pid and instance; ``lease_until``) renewed while
+the call runs. A card whose executor is gone (a dead pid on this host, or a lapsed lease) is settled
+by any server on the store, at start and by its periodic sweep (``settle_orphans``), never while its
+own process still runs it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from backend_client.errors import DoorConnectionError, DoorError, DoorStatusError, OutcomeUnknown
+import anyio
+
+from backend_client import rules
+from backend_client._constants import KEY_IN_FLIGHT_RULES
+from backend_client.errors import DoorConnectionError, DoorError, DoorStatusError
 from backend_client.models import OperationKind, PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
 from confirmation_cards.door import DoorApi
 from confirmation_cards.errors import CardNotFound
 from confirmation_cards.models import Action, AuditKind, Card, CardResult, CardStatus, request_digest
 from confirmation_cards.planner import request_line, utc_now
-from confirmation_cards.store import AuditEntry, CardStore
-from confirmation_cards.targets import describe_changes, fingerprint, read_target
+from confirmation_cards.roles import RoleMemory
+from confirmation_cards.store import AuditEntry, CardStore, Lease
+from confirmation_cards.targets import POOL_ACTIONS, describe_changes, fingerprint, read_target
+
+log = logging.getLogger("confirmation_cards")
 
 OPERATION_KIND: dict[Action, OperationKind] = {
     "add_node_pool": "pool.create",
@@ -34,38 +56,90 @@ ACCEPTED = {
     "replace_node": "Door accepted the replacement of node {target}; watch the node list for the new worker.",
 }
 
+LEASE = timedelta(seconds=30)
+"""An executing card belongs to its executor this long after the last renewal."""
+RENEW_EVERY = 10.0
+"""Seconds (real time) between two renewals of a running execution's lease."""
+SETTLE_WINDOW = 30.0
+"""Seconds (Door's time) an unclear answer is settled for by reading Door back, before ``outcome_unknown``."""
+SETTLE_POLL = 2.0
+"""Seconds (Door's time) between two read-backs while settling."""
 
-# A card still executing this long after its approval belongs to a server that stopped: a Door
-# call and its read-back end well within it (the client's timeout is 30 s, with two retries).
-INTERRUPTED_AFTER = timedelta(minutes=5)
+HOST = socket.gethostname()
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _proves_nothing_changed(error: DoorError) -> bool:
+    """Door's answer shows the request was refused as a whole, so the change cannot have happened.
+
+    A 4xx rule refusal does: the request is keyed by the card id, so a key Door had applied would
+    have been replayed, not refused. A connection failure does only when no attempt was sent.
+    """
+    if isinstance(error, DoorStatusError):
+        in_flight = error.status_code == 409 and error.rule in KEY_IN_FLIGHT_RULES
+        return 400 <= error.status_code < 500 and error.status_code not in (408, 429) and not in_flight
+    if isinstance(error, DoorConnectionError):
+        return not error.request_sent and not error.reached_before
+    return False
 
 
 class ApprovalService:
-    """Decides cards held in ``store``; ``clock`` is the time expiry is measured against."""
+    """Decides cards held in ``store``; ``clock`` is the time expiry and leases are measured against.
 
-    def __init__(self, store: CardStore, *, clock: Callable[[], datetime] = utc_now) -> None:
+    ``sleep`` waits Door's time while settling an unclear answer; ``roles`` remembers Door's 403s.
+    """
+
+    def __init__(
+        self,
+        store: CardStore,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        sleep: Sleep = anyio.sleep,
+        roles: RoleMemory | None = None,
+        settle_window: float = SETTLE_WINDOW,
+    ) -> None:
         self._store = store
         self._clock = clock
+        self._sleep = sleep
+        self.roles = roles if roles is not None else RoleMemory()
+        self.settle_window = settle_window
+        self.executor = f"{HOST}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._executing: set[str] = set()
 
-    def get(self, card_id: str) -> Card:
-        """The card as it stands now: a pending card past its expiry is expired first (property 4)."""
-        card = self._require(card_id)
+    def get(self, card_id: str, *, principal: str | None = None) -> Card:
+        """The card as it stands now: a pending card past its expiry is expired first (property 4).
+
+        With ``principal``, a card planned by another principal is not found (property 12): the
+        answer is the same as for an id that never existed.
+        """
+        card = self._require(card_id, principal)
         if card.status is CardStatus.PENDING and self._clock() >= card.expires_at:
             return self._expire(card)
         return card
 
-    async def approve(self, card_id: str, *, approver: str, door: DoorApi) -> Card:
+    async def approve(self, card_id: str, *, approver: str, door: DoorApi, principal: str | None = None) -> Card:
         """Execute the card's request once, through ``door``, if it is still pending, live and current.
 
         A card that is not pending comes back unchanged, so a replay executes nothing. Raises
-        ``CardNotFound`` for an unknown id; never raises for what Door answers.
+        ``CardNotFound`` for an unknown id or another principal's card; never raises for what Door answers.
         """
-        card = self._require(card_id)
+        self._require(card_id, principal)
         now = self._clock()
-        claimed = self._store.transition(
+        claimed = self._store.claim(
             card_id,
-            expected=CardStatus.PENDING,
-            to=CardStatus.EXECUTING,
+            executor=self.executor,
+            until=now + LEASE,
             entry=AuditEntry("approved", now, by=approver),
             update={"approved_by": approver, "approved_at": now},
             live_at=now,
@@ -74,27 +148,30 @@ class ApprovalService:
             # Someone else consumed it, it was decided already, or it expired: never execute.
             return self.get(card_id)
         card = claimed
+        self._executing.add(card.id)
+        done: Card | None = None
         try:
-            return await self._execute(card, door)
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._keep_lease, card.id)
+                try:
+                    done = await self._execute(card, door)
+                finally:
+                    group.cancel_scope.cancel()
         except BaseException as error:
-            # A bug or a cancellation after the claim: record it so the card is not stuck in executing.
-            self._finish(
-                card,
-                CardStatus.FAILED,
-                CardResult(
-                    message="The approval was interrupted before Door's answer was recorded "
-                    f"({type(error).__name__}); the change may or may not have happened. "
-                    "Check the cluster state before planning it again."
-                ),
-            )
+            # A bug or a cancellation after the claim: never leave the card executing, never guess.
+            self._interrupted(card, error)
             raise
+        finally:
+            self._executing.discard(card.id)
+        assert done is not None
+        return done
 
-    async def decline(self, card_id: str, *, by: str, reason: str = "declined") -> Card:
+    async def decline(self, card_id: str, *, by: str, reason: str = "declined", principal: str | None = None) -> Card:
         """Decline a pending card; an expired one is reported as expired, a decided one comes back unchanged.
 
         A cancel is a decline with ``reason="cancelled"``.
         """
-        card = self._require(card_id)
+        card = self._require(card_id, principal)
         now = self._clock()
         moved = self._store.transition(
             card_id,
@@ -118,27 +195,76 @@ class ApprovalService:
                     expired.append(moved)
         return expired
 
-    def recover_interrupted(self, *, older_than: timedelta = INTERRUPTED_AFTER) -> list[Card]:
-        """Close cards left ``executing`` by a server that stopped mid-approval, as ``failed``.
+    # --- cards whose executor is gone ------------------------------------------------------------
 
-        Door may or may not have received the call, so the result says so and points at the
-        cluster's operations; nothing is re-sent without a person. Only cards approved longer
-        ago than ``older_than`` are touched, so another server's approval in progress is not.
-        """
+    def orphans(self) -> list[Lease]:
+        """Executing cards whose executor is gone: never one this service or a live process on this host runs."""
         now = self._clock()
-        recovered: list[Card] = []
-        for card in self._store.list(status=CardStatus.EXECUTING):
-            if card.approved_at is not None and now - card.approved_at < older_than:
+        return [
+            lease
+            for lease in self._store.leases()
+            if lease.card_id not in self._executing and not self._alive(lease, now)
+        ]
+
+    async def settle_orphans(self, door: DoorApi | None) -> list[Card]:
+        """Take over and settle every orphaned executing card; ``door`` reads Door back (None: cannot).
+
+        A card whose request never left is ``failed`` (nothing was sent); one whose request may
+        have left is ``executed`` when reading Door back shows the change, else ``outcome_unknown``.
+        Nothing is re-sent without a person.
+        """
+        settled: list[Card] = []
+        for lease in self.orphans():
+            now = self._clock()
+            entry = AuditEntry("recovered", now, by=self.executor, detail=f"its executor {lease.executor} is gone")
+            if not self._store.take_over(
+                lease.card_id, old=lease.executor, new=self.executor, until=now + LEASE, entry=entry
+            ):
+                continue  # another server took it first
+            card = self._store.get(lease.card_id)
+            if card is None:
                 continue
-            result = CardResult(
-                message="The server stopped after this card was approved and before Door's answer was recorded; "
-                "the change may or may not have happened (at most once: the card id was the idempotency key). "
-                "Check the cluster's operations before planning it again."
+            self._executing.add(card.id)
+            try:
+                settled.append(await self._settle_orphan(card, lease, door))
+            finally:
+                self._executing.discard(card.id)
+        return settled
+
+    async def _settle_orphan(self, card: Card, lease: Lease, door: DoorApi | None) -> Card:
+        if not lease.sending:
+            return self._finish(
+                card,
+                CardStatus.FAILED,
+                CardResult(
+                    message="The server approving this card stopped before its request was sent to Door, so nothing "
+                    "was changed. Plan the change again if it is still wanted."
+                ),
             )
-            moved = self._finish(card, CardStatus.FAILED, result)
-            if moved.status is CardStatus.FAILED:
-                recovered.append(moved)
-        return recovered
+        if door is None:
+            return self._finish(
+                card, CardStatus.OUTCOME_UNKNOWN, self._unknown(card, "the server approving it stopped")
+            )
+        return await self._settle(card, door, "the server approving it stopped before recording Door's answer", None)
+
+    def _alive(self, lease: Lease, now: datetime) -> bool:
+        """Whether the card's executor may still be running it.
+
+        On this host the process table answers (a live pid is never overtaken, whatever its lease);
+        elsewhere the lease, which the executor renews while its call runs.
+        """
+        if lease.executor is None or lease.executor == self.executor:
+            return False  # from before leases, or ours but no longer running here (filtered above)
+        host, _, rest = lease.executor.partition(":")
+        pid_text = rest.partition(":")[0]
+        if host == HOST and pid_text.isdigit():
+            return _pid_alive(int(pid_text))
+        return lease.until is not None and lease.until > now
+
+    async def _keep_lease(self, card_id: str) -> None:
+        while True:
+            await anyio.sleep(RENEW_EVERY)
+            self._store.renew(card_id, self.executor, self._clock() + LEASE)
 
     # --- execution -----------------------------------------------------------------------------
 
@@ -169,17 +295,80 @@ class ApprovalService:
                     "Plan the change again against the current state."
                 ),
             )
+        known = await self._operation_ids(card, door)
+        if not self._store.mark_sending(card.id, self.executor):
+            return self.get(card.id)  # no longer ours (taken over as orphaned): send nothing
         try:
             await self._call(card, door)
         except DoorError as error:
-            return self._finish(card, CardStatus.FAILED, _explain(error, before=False))
-        operation_id = await self._operation_id(card, door)
+            if _proves_nothing_changed(error):
+                self._learn_role(card, error)
+                return self._finish(card, CardStatus.FAILED, _explain(error, before=False))
+            return await self._settle(card, door, f"Door's answer was unclear ({error})", known)
+        operation_id = await self._operation_id(card, door, known)
         return self._finish(
             card,
             CardStatus.EXECUTED,
             CardResult(
                 status_code=202, operation_id=operation_id, message=ACCEPTED[card.action].format(target=card.target)
             ),
+        )
+
+    async def _settle(self, card: Card, door: DoorApi, why: str, known: set[str] | None) -> Card:
+        """Read Door back for up to ``settle_window`` seconds: ``executed`` if the change is there, else unknown."""
+        waited = 0.0
+        while True:
+            try:
+                applied = await self._applied(card, door, known)
+            except DoorError as error:
+                log.info("reading Door back for card %s failed: %s", card.id, type(error).__name__)
+                applied = False
+            if applied:
+                operation_id = await self._operation_id(card, door, known)
+                return self._finish(
+                    card,
+                    CardStatus.EXECUTED,
+                    CardResult(
+                        operation_id=operation_id,
+                        message=f"{why[:300]}; reading Door back shows the change took effect, once (the card id "
+                        f"was the idempotency key). {ACCEPTED[card.action].format(target=card.target)}",
+                    ),
+                )
+            if waited >= self.settle_window:
+                return self._finish(card, CardStatus.OUTCOME_UNKNOWN, self._unknown(card, why))
+            delay = min(SETTLE_POLL, self.settle_window - waited)
+            await self._sleep(delay)
+            waited += delay
+
+    def _unknown(self, card: Card, why: str) -> CardResult:
+        what = "the node's replacement" if card.action == "replace_node" else f"pool {card.target}"
+        return CardResult(
+            message=f"Outcome unknown: {why[:300]}, and reading Door back did not show the change. It may still "
+            f"happen, at most once (the card id is the idempotency key). Check {what} on cluster "
+            f"{card.cluster_name} (get_cluster, and get_cluster_operations for a recent "
+            f"{OPERATION_KIND[card.action]} on {card.target}) before planning it again."
+        )
+
+    async def _applied(self, card: Card, door: DoorApi, known: set[str] | None) -> bool:
+        """Whether Door's state shows the card's change (its pool as requested, or a new operation)."""
+        if card.action in POOL_ACTIONS:
+            cluster = await door.get_cluster(card.cluster_id)
+            pool = cluster.pool(card.target)
+            if card.action == "add_node_pool":
+                return pool is not None and pool.size == card.body.get("size")
+            if card.action == "remove_node_pool":
+                return pool is None
+            if pool is None:
+                return False
+            patch = PublicNodePoolPatchRequest.model_validate(card.body)
+            return rules.merge_patch(pool, patch) == pool
+        state = await door.get_cluster_state(card.cluster_id)
+        kind = OPERATION_KIND[card.action]
+        return any(
+            op.kind == kind
+            and op.target == card.target
+            and (op.id not in known if known is not None else op.status == "running")
+            for op in state.operations
         )
 
     @staticmethod
@@ -198,23 +387,60 @@ class ApprovalService:
             await door.replace_node(card.cluster_id, card.target, idempotency_key=key)
 
     @staticmethod
-    async def _operation_id(card: Card, door: DoorApi) -> str | None:
-        """The newest operation on the card's target, as Door lists it right after accepting (R-OP-03)."""
+    async def _operation_ids(card: Card, door: DoorApi) -> set[str] | None:
+        """The operations on the card's target before its call, to tell the call's own from older ones."""
+        try:
+            state = await door.get_cluster_state(card.cluster_id)
+        except DoorError:
+            return None
+        return {op.id for op in state.operations if op.target == card.target}
+
+    @staticmethod
+    async def _operation_id(card: Card, door: DoorApi, known: set[str] | None = None) -> str | None:
+        """The newest operation on the card's target that was not there before the call (R-OP-03)."""
         try:
             state = await door.get_cluster_state(card.cluster_id)
         except DoorError:
             return None  # the change was accepted; a missing operation id does not undo that
         kind = OPERATION_KIND[card.action]
-        operation = next((op for op in state.operations if op.kind == kind and op.target == card.target), None)
+        operation = next(
+            (
+                op
+                for op in state.operations
+                if op.kind == kind and op.target == card.target and (known is None or op.id not in known)
+            ),
+            None,
+        )
         return None if operation is None else operation.id
+
+    def _learn_role(self, card: Card, error: DoorError) -> None:
+        """Door's 403 to an approved change (R-AUTH-03): this token is not super_admin in that organisation."""
+        if isinstance(error, DoorStatusError) and error.status_code == 403 and card.principal and card.organisation:
+            self.roles.deny(card.principal, card.organisation)
 
     # --- state changes ---------------------------------------------------------------------------
 
-    def _require(self, card_id: str) -> Card:
+    def _require(self, card_id: str, principal: str | None = None) -> Card:
         card = self._store.get(card_id)
-        if card is None:
+        if card is None or (principal is not None and card.principal is not None and card.principal != principal):
             raise CardNotFound(card_id)
         return card
+
+    def _interrupted(self, card: Card, error: BaseException) -> None:
+        current = self._store.leases()
+        sending = next((lease.sending for lease in current if lease.card_id == card.id), False)
+        if not sending:
+            result = CardResult(
+                message=f"The approval was interrupted ({type(error).__name__}) before the request was sent to "
+                "Door; nothing was changed. Plan it again if it is still wanted."
+            )
+            self._finish(card, CardStatus.FAILED, result)
+            return
+        self._finish(
+            card,
+            CardStatus.OUTCOME_UNKNOWN,
+            self._unknown(card, f"the approval was interrupted ({type(error).__name__}) after the request was sent"),
+        )
 
     def _expire(self, card: Card) -> Card:
         now = self._clock()
@@ -232,7 +458,11 @@ class ApprovalService:
 
     def _finish(self, card: Card, status: CardStatus, result: CardResult) -> Card:
         """Leave ``executing`` for a final state; the audit event is named after it."""
-        events: dict[CardStatus, AuditKind] = {CardStatus.EXECUTED: "executed", CardStatus.STALE: "stale"}
+        events: dict[CardStatus, AuditKind] = {
+            CardStatus.EXECUTED: "executed",
+            CardStatus.STALE: "stale",
+            CardStatus.OUTCOME_UNKNOWN: "outcome_unknown",
+        }
         event = events.get(status, "failed")
         entry = AuditEntry(
             event,
@@ -253,7 +483,10 @@ class ApprovalService:
 
 
 def _explain(error: DoorError, *, before: bool) -> CardResult:
-    """Door's refusal as a plain result: what happened, the rule, and what to do."""
+    """Door's refusal as a plain result: what happened, the rule, and what to do.
+
+    Only called where nothing can have changed: a read before the call, or Door's refusal of the call.
+    """
     if isinstance(error, DoorStatusError):
         what = "Door refused the change" if not before else "Door refused to show the target again"
         detail = (error.problem.detail or error.problem.title).rstrip(".")
@@ -262,11 +495,8 @@ def _explain(error: DoorError, *, before: bool) -> CardResult:
             status_code=error.status_code,
             rule=error.rule,
             request_id=error.request_id,
-            message=f"{what} with {error.status_code}{rule}: {detail}. {error.advice()} Nothing was changed.",
+            message=f"{what} with {error.status_code}{rule}: {detail[:300]}. {error.advice()} Nothing was changed.",
         )
-    if isinstance(error, OutcomeUnknown | DoorConnectionError) and not before:
-        return CardResult(
-            message=f"Door did not give a clear answer ({error}). The card id was the idempotency key, so the "
-            "change was made at most once; check the cluster state to see whether it happened."
-        )
-    return CardResult(message=f"Door could not be asked ({error}). Nothing was changed; plan the change again.")
+    return CardResult(
+        message=f"Door could not be asked ({str(error)[:300]}). Nothing was changed; plan the change again."
+    )

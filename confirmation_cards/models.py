@@ -13,19 +13,25 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from backend_client.models import Capacity
 
 Action = Literal["add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool", "replace_node"]
 Method = Literal["POST", "PATCH", "DELETE"]
-AuditKind = Literal["created", "approved", "declined", "expired", "executed", "failed", "stale"]
+AuditKind = Literal[
+    "created", "approved", "declined", "expired", "executed", "failed", "stale", "outcome_unknown", "recovered"
+]
 
 REQUIRED_ROLE: Literal["super_admin"] = "super_admin"  # R-AUTH-03: every mutation needs it
 
 
 class CardStatus(StrEnum):
-    """``pending`` is the only state an approval can leave; every other state is final but ``executing``."""
+    """``pending`` is the only state an approval can leave; every other state is final but ``executing``.
+
+    ``outcome_unknown``: the request may have reached Door and neither Door's answer nor reading Door
+    back could tell whether it took effect (DESIGN.md property 11); the result says what to check.
+    """
 
     PENDING = "pending"
     EXECUTING = "executing"
@@ -34,6 +40,7 @@ class CardStatus(StrEnum):
     DECLINED = "declined"
     EXPIRED = "expired"
     STALE = "stale"
+    OUTCOME_UNKNOWN = "outcome_unknown"
 
 
 class _Own(BaseModel):
@@ -88,6 +95,10 @@ class Card(_Own):
     warnings: tuple[CardWarning, ...] = ()
     rules: tuple[str, ...] = ()
     required_role: Literal["super_admin"] = REQUIRED_ROLE
+    organisation: str | None = None
+    principal: str | None = Field(
+        default=None, description="Fingerprint of the token that planned the card: only it may answer or read it."
+    )
     target_snapshot: dict[str, JsonValue]
     target_fingerprint: str
     created_at: datetime
@@ -112,6 +123,11 @@ class AuditEvent(_Own):
     operation_id: str | None = None
     rule: str | None = None
     detail: str = ""
+
+
+def token_fingerprint(token: str) -> str:
+    """A short, stable name for a bearer token (DESIGN.md property 12): never the token, not reversible."""
+    return "tok_" + hashlib.sha256(token.encode()).hexdigest()[:16]
 
 
 def canonical_json(value: Any) -> str:

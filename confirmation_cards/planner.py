@@ -18,7 +18,7 @@ from urllib.parse import quote
 from pydantic import JsonValue, ValidationError
 
 from backend_client import rules
-from backend_client.errors import DoorStatusError, Forbidden, Unauthorized
+from backend_client.errors import DoorStatusError
 from backend_client.models import (
     PATCHABLE_FIELDS,
     Cluster,
@@ -39,6 +39,7 @@ from confirmation_cards.models import (
     Method,
     request_digest,
 )
+from confirmation_cards.roles import RoleMemory
 from confirmation_cards.targets import DRAINING, fingerprint, node_snapshot, pool_snapshot
 
 T = TypeVar("T")
@@ -48,10 +49,6 @@ DEFAULT_TTL = timedelta(minutes=10)  # DESIGN.md property 4
 # list (R-NODE-03/04) before planning on a cold or stale one, which the card then says.
 NODES_FRESH_TIMEOUT = 5.0
 API_PREFIX = "/v1/public"
-# The role probe patches this pool name with an empty body. Door checks the role (403, R-AUTH-03)
-# before the body (422, R-PATCH-02) and both come before it looks the pool up, so the name never
-# matters and nothing changes either way.
-PROBE_POOL = "maya-role-probe"
 
 SCALE_FIELDS = frozenset({"count", "auto_scale", "min_nodes", "max_nodes"})
 LABEL_FIELDS = frozenset({"labels", "tags"})
@@ -123,23 +120,36 @@ def _replace(pools: list[NodePool], name: str, new: NodePool | None) -> list[Nod
 
 
 class Planner:
-    """Builds unsaved cards through one DoorClient (the requester's token).
+    """Builds unsaved cards through one DoorClient (the requester's token), with GETs only.
+
+    ``principal`` (the token's fingerprint) is written on every card, which binds it to that
+    principal; ``roles`` holds what Door's 403s taught about it.
 
     Every method raises ``PreflightError`` when Door would refuse the request (or it would change
     nothing) and lets the client's connection errors (``DoorConnectionError``) through.
     """
 
-    def __init__(self, door: DoorApi, *, clock: Callable[[], datetime] = utc_now, ttl: timedelta = DEFAULT_TTL) -> None:
+    def __init__(
+        self,
+        door: DoorApi,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        ttl: timedelta = DEFAULT_TTL,
+        principal: str | None = None,
+        roles: RoleMemory | None = None,
+    ) -> None:
         self._door = door
         self._clock = clock
         self._ttl = ttl
+        self._principal = principal
+        self._roles = roles
 
     # --- actions -----------------------------------------------------------------------------
 
     async def add_node_pool(self, cluster: str, request: PublicNodePoolCreateRequest) -> Card:
         """A card for ``POST …/node-pools`` (R-ADD-*)."""
         found = await self._cluster(cluster)
-        await self._require_super_admin(found)
+        self._require_super_admin(found)
         _refuse(rules.create_shape_violations(request))
         catalog = await self._catalog()
         _refuse([rules.tier_violation(request.size, catalog), rules.phase_violation(found.phase)])
@@ -196,7 +206,7 @@ class Planner:
     async def remove_node_pool(self, cluster: str, pool: str) -> Card:
         """A card for ``DELETE …/node-pools/{pool}`` (R-DEL-*)."""
         found = await self._cluster(cluster)
-        await self._require_super_admin(found)
+        self._require_super_admin(found)
         _refuse([rules.phase_violation(found.phase)])
         current = self._alive_pool(found, pool, rule="R-DEL-03")
         await self._require_pool_idle(found, pool)
@@ -235,7 +245,7 @@ class Planner:
     async def replace_node(self, cluster: str, node_name: str) -> Card:
         """A card for ``DELETE …/nodes/{node_name}``: the worker is replaced, the pool keeps its count (R-RNODE-*)."""
         found = await self._cluster(cluster)
-        await self._require_super_admin(found)
+        self._require_super_admin(found)
         _refuse([rules.node_name_violation(node_name), rules.phase_violation(found.phase)])
         state = await self._read(self._door.get_cluster_state(found.id))
         in_flight = any(
@@ -315,7 +325,7 @@ class Planner:
         allowed: frozenset[str],
     ) -> Card:
         found = await self._cluster(cluster)
-        await self._require_super_admin(found)
+        self._require_super_admin(found)
         parsed = _parse_patch(patch)
         stray = sorted(parsed.sent() - allowed)
         if stray:
@@ -405,30 +415,23 @@ class Planner:
         tiers = await self._read(self._door.list_machine_tiers())
         return {tier.id: tier for tier in tiers.items}
 
-    async def _require_super_admin(self, cluster: Cluster) -> None:
-        """R-AUTH-03 without a "who am I" route: an empty PATCH answers 403 to a member, 422 to a super_admin.
+    def _require_super_admin(self, cluster: Cluster) -> None:
+        """R-AUTH-03 without a "who am I" route and without probing: Door sees only reads before approval.
 
-        The probe names an existing pool when there is one, so a Door that looks the pool up before
-        the role cannot answer 404. Any answer other than 403 or 422 (a 409 for the phase, say) is
-        inconclusive: the card is made, and Door itself refuses a member at approval.
+        The role is learned from Door's own answer to an approved change: after a 403 for this token
+        in this organisation, later plans there are refused up front (DESIGN.md property 10).
         """
-        alive = next((p.name for p in cluster.node_pools if p.lifecycle == "active"), PROBE_POOL)
-        try:
-            await self._door.update_node_pool(cluster.id, alive, PublicNodePoolPatchRequest())
-        except Forbidden as error:
+        if self._roles is not None and self._roles.denied(self._principal, cluster.organisation):
             raise PreflightError(
                 Violation(
                     "R-AUTH-03",
                     403,
                     None,
-                    f"this token may read {cluster.name} but not change it: changes need the super_admin role",
+                    f"Door refused this token a change in organisation {cluster.organisation} earlier (403): "
+                    "changes need the super_admin role",
                     "Ask a super_admin of the organisation to make this change, or use a super_admin token.",
                 )
-            ) from error
-        except Unauthorized as error:
-            raise _refusal_from(error) from error
-        except DoorStatusError:
-            return  # 422 (R-PATCH-02): past the role check, a super_admin; anything else: inconclusive.
+            )
 
     def _alive_pool(self, cluster: Cluster, name: str, *, rule: str) -> NodePool:
         """R-PATCH-07 / R-DEL-03: the pool must exist and not be deleting (404 otherwise)."""
@@ -533,6 +536,8 @@ class Planner:
             action=action,
             cluster_id=cluster.id,
             cluster_name=cluster.name,
+            organisation=cluster.organisation,
+            principal=self._principal,
             target=target,
             method=method,
             path=path,

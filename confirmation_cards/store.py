@@ -48,6 +48,27 @@ CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
 BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;
 """
 
+# Versioned migrations (PRAGMA user_version): a store written by an older server is brought up to
+# date at open, in order, each step once.
+_MIGRATIONS: tuple[str, ...] = (
+    # 1: who is executing a card, until when its lease runs, and whether its request may have been sent.
+    """
+    ALTER TABLE cards ADD COLUMN executor TEXT;
+    ALTER TABLE cards ADD COLUMN lease_until REAL;
+    ALTER TABLE cards ADD COLUMN sending INTEGER NOT NULL DEFAULT 0;
+    """,
+)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who executes a card (``host:pid:instance``), until when, and whether its Door call may have left."""
+
+    card_id: str
+    executor: str | None
+    until: datetime | None
+    sending: bool
+
 
 @dataclass(frozen=True)
 class AuditEntry:
@@ -96,6 +117,35 @@ class CardStore(Protocol):
         """Ids of pending cards whose expiry has passed at ``now``."""
         ...
 
+    def claim(
+        self,
+        card_id: str,
+        *,
+        executor: str,
+        until: datetime,
+        entry: AuditEntry,
+        update: Mapping[str, Any],
+        live_at: datetime,
+    ) -> Card | None:
+        """``pending → executing`` owned by ``executor`` with a lease until ``until``; None when it did not move."""
+        ...
+
+    def mark_sending(self, card_id: str, executor: str) -> bool:
+        """Record that the Door call of an executing card owned by ``executor`` is about to leave."""
+        ...
+
+    def renew(self, card_id: str, executor: str, until: datetime) -> bool:
+        """Extend the lease of an executing card ``executor`` still owns."""
+        ...
+
+    def leases(self) -> builtins.list[Lease]:
+        """The executing cards and their leases."""
+        ...
+
+    def take_over(self, card_id: str, *, old: str | None, new: str, until: datetime, entry: AuditEntry) -> bool:
+        """Become the executor of an executing card whose executor is still ``old`` (a dead one)."""
+        ...
+
 
 def _ts(when: datetime) -> float:
     return when.astimezone(UTC).timestamp()
@@ -114,6 +164,22 @@ class SqliteCardStore:
         with self._lock:
             self._db.execute("PRAGMA busy_timeout = 5000")
             self._db.executescript(_SCHEMA)
+            self._migrate()
+
+    def _migrate(self) -> None:
+        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        for number, step in enumerate(_MIGRATIONS[version:], start=version + 1):
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                # Another process may have migrated meanwhile: re-read under the write lock.
+                if int(self._db.execute("PRAGMA user_version").fetchone()[0]) < number:
+                    for statement in filter(str.strip, step.split(";")):
+                        self._db.execute(statement)
+                    self._db.execute(f"PRAGMA user_version = {number}")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
@@ -187,6 +253,80 @@ class SqliteCardStore:
                 raise
             self._db.execute("COMMIT" if moved is not None else "ROLLBACK")
         return moved
+
+    def claim(
+        self,
+        card_id: str,
+        *,
+        executor: str,
+        until: datetime,
+        entry: AuditEntry,
+        update: Mapping[str, Any],
+        live_at: datetime,
+    ) -> Card | None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                moved = self._transition(card_id, CardStatus.PENDING, CardStatus.EXECUTING, entry, update, live_at)
+                if moved is not None:
+                    self._db.execute(
+                        "UPDATE cards SET executor = ?, lease_until = ?, sending = 0 WHERE id = ?",
+                        (executor, _ts(until), card_id),
+                    )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT" if moved is not None else "ROLLBACK")
+        return moved
+
+    def mark_sending(self, card_id: str, executor: str) -> bool:
+        return self._guarded(
+            "UPDATE cards SET sending = 1 WHERE id = ? AND status = ? AND executor = ?",
+            (card_id, CardStatus.EXECUTING.value, executor),
+            card_id,
+            None,
+        )
+
+    def renew(self, card_id: str, executor: str, until: datetime) -> bool:
+        return self._guarded(
+            "UPDATE cards SET lease_until = ? WHERE id = ? AND status = ? AND executor = ?",
+            (_ts(until), card_id, CardStatus.EXECUTING.value, executor),
+            card_id,
+            None,
+        )
+
+    def leases(self) -> builtins.list[Lease]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, executor, lease_until, sending FROM cards WHERE status = ? ORDER BY created_at, id",
+                (CardStatus.EXECUTING.value,),
+            ).fetchall()
+        return [
+            Lease(row[0], row[1], None if row[2] is None else datetime.fromtimestamp(row[2], UTC), bool(row[3]))
+            for row in rows
+        ]
+
+    def take_over(self, card_id: str, *, old: str | None, new: str, until: datetime, entry: AuditEntry) -> bool:
+        return self._guarded(
+            "UPDATE cards SET executor = ?, lease_until = ? WHERE id = ? AND status = ? AND executor IS ?",
+            (new, _ts(until), card_id, CardStatus.EXECUTING.value, old),
+            card_id,
+            entry,
+        )
+
+    def _guarded(self, sql: str, params: tuple[Any, ...], card_id: str, entry: AuditEntry | None) -> bool:
+        """One guarded UPDATE (and its audit row), committed only when it hit exactly the card."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                hit = self._db.execute(sql, params).rowcount == 1
+                if hit and entry is not None:
+                    self._append(card_id, entry)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT" if hit else "ROLLBACK")
+        return hit
 
     def due(self, now: datetime) -> builtins.list[str]:
         with self._lock:

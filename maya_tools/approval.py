@@ -17,8 +17,10 @@ single-use transition).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Literal
 
 from mcp.server.mcpserver import (
     AcceptedElicitation,
@@ -26,10 +28,20 @@ from mcp.server.mcpserver import (
     Elicit,
     ElicitationResult,
 )
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend_client import DoorClient
-from confirmation_cards import Action, Card, CardStatus, Planner, render_text, request_digest, request_line
+from confirmation_cards import (
+    Action,
+    Card,
+    CardNotFound,
+    CardStatus,
+    Planner,
+    render_text,
+    request_digest,
+    request_line,
+)
 from confirmation_cards.render import when
 from maya_tools.errors import door_errors
 from maya_tools.runtime import Runtime, runtime_of
@@ -38,9 +50,17 @@ Plan = Callable[..., Awaitable[Card]]
 
 
 class Confirm(BaseModel):
-    """The form a person answers: accepting it with ``approve`` ticked approves this one card."""
+    """The form a person answers: accepting it with ``approve`` ticked approves this one card.
 
-    approve: bool = Field(default=True, description="Approve exactly the change described on this card.")
+    ``approve`` is required in the schema and false unless the person sets it: a form accepted
+    without an explicit ``true`` is a decline (DESIGN.md property 1), never an approval by default.
+    """
+
+    model_config = ConfigDict(json_schema_extra={"required": ["approve"]})
+
+    approve: bool = Field(
+        default=False, strict=True, description="Tick to approve exactly the change described on this card."
+    )
 
 
 class NoApprovalChannel(BaseModel):
@@ -66,16 +86,17 @@ NO_CHANNEL = (
 
 
 def keep_or_store(runtime: Runtime, planned: Card) -> Card:
-    """The live pending card for this exact request and target state, stored once.
+    """The live pending card for this exact request, target state and principal, stored once.
 
-    Calls racing on one request share one card (and one question); an expired card, or one planned
-    against another state of the target, is never reused.
+    Calls racing on one request share one card (and one question); an expired card, one planned
+    against another state of the target, or another principal's card is never reused.
     """
     now = runtime.now()
     matches = [
         card
         for card in runtime.store.list(status=CardStatus.PENDING)
-        if card.action == planned.action
+        if card.principal == planned.principal
+        and card.action == planned.action
         and card.body_digest == planned.body_digest
         and card.target_fingerprint == planned.target_fingerprint
         and card.expires_at > now
@@ -87,19 +108,30 @@ def keep_or_store(runtime: Runtime, planned: Card) -> Card:
 
 
 async def asked_card(
-    runtime: Runtime, door: DoorClient, action: Action, cluster: str, target: str, body: dict[str, Any]
+    runtime: Runtime,
+    door: DoorClient,
+    principal: str,
+    action: Action,
+    cluster: str,
+    target: str,
+    body: dict[str, Any],
 ) -> Card | None:
-    """On a later input_required round: the card made for this exact request, pending first, else the newest.
+    """On a later input_required round: this principal's card for this exact request, pending first, else the newest.
 
-    The cluster is resolved with the caller's own token, so only a card about a cluster the caller
-    can see is found. Nothing is re-planned, so the answer meets the card it was given to, even
-    when that card has since expired or its target changed (properties 4 and 5 then say so).
+    Only a card the caller's own principal planned is found (property 12): a ``requestState``
+    replayed with another bearer meets no card and approves nothing. Nothing is re-planned, so the
+    answer meets the card it was given to, even when that card has since expired or its target
+    changed (properties 4 and 5 then say so).
     """
     with door_errors():
         found = await door.resolve_cluster(cluster)
     method, path = request_line(action, found.id, target)
     digest = request_digest(method, path, body)
-    cards = [card for card in runtime.store.list() if card.action == action and card.body_digest == digest]
+    cards = [
+        card
+        for card in runtime.store.list()
+        if card.principal == principal and card.action == action and card.body_digest == digest
+    ]
     pending = [card for card in cards if card.status is CardStatus.PENDING]
     return max(pending or cards, key=lambda card: card.created_at, default=None)
 
@@ -116,11 +148,11 @@ async def card_for(
     runtime = runtime_of(ctx)
     door = runtime.door(ctx)
     if ctx.request_state is not None:
-        asked = await asked_card(runtime, door, action, cluster, target, body)
+        asked = await asked_card(runtime, door, runtime.principal(ctx), action, cluster, target, body)
         if asked is not None:
             return asked
     with door_errors():
-        planned = await plan(runtime.planner(door))
+        planned = await plan(runtime.planner(door, runtime.principal(ctx)))
     return keep_or_store(runtime, planned)
 
 
@@ -131,8 +163,16 @@ def question(card: Card) -> str:
     )
 
 
+# The card a call is about to ask about, kept per call so that an answer the SDK cannot parse
+# (accepted with no content, or content off the schema) is still answered as a decline of that card.
+ASKED: ContextVar[dict[str, str] | None] = ContextVar("maya_tools_asked_card", default=None)
+
+
 async def ask(card: Card, ctx: Context[Any, Any]) -> Elicit[Confirm] | NoApprovalChannel | AlreadyDecided:
     """Ask the person, or report that nobody can be asked, or that nothing is left to decide."""
+    asked = ASKED.get()
+    if asked is not None:
+        asked["card"] = card.id
     if card.status is not CardStatus.PENDING:
         return AlreadyDecided(status=card.status)
     capabilities = ctx.client_capabilities
@@ -148,7 +188,10 @@ class ChangeResult(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     status: CardStatus
-    changed: bool = Field(description="True only when Door accepted the change after a person approved it.")
+    changed: bool | Literal["unknown"] = Field(
+        description='true: Door applied the approved change; false: nothing changed; "unknown": Door may '
+        "have applied it (the message says what to check)."
+    )
     message: str
     operation_id: str | None = None
     card: Card
@@ -159,6 +202,9 @@ async def decide(
 ) -> ChangeResult:
     """Execute, decline or leave pending, according to the person's answer."""
     runtime = runtime_of(ctx)
+    principal = runtime.principal(ctx)
+    if card.principal is not None and card.principal != principal:
+        raise ToolError(NOT_YOURS)  # never reached through card_for; a guard, not a path
     # One approver string per decision, so this call can tell whether it was the one that
     # consumed the card (fifty concurrent approvals: one executes, the rest report it).
     who = f"{runtime.approver(ctx)} #{secrets.token_hex(4)}"
@@ -166,19 +212,44 @@ async def decide(
         return ChangeResult(status=card.status, changed=False, message=answer.data.reason, card=card)
     if isinstance(answer, AcceptedElicitation) and isinstance(answer.data, AlreadyDecided):
         return outcome(runtime.service.get(card.id), decided_here=False)
-    if isinstance(answer, AcceptedElicitation) and isinstance(answer.data, Confirm) and answer.data.approve:
-        with door_errors():
-            done = await runtime.service.approve(card.id, approver=who, door=runtime.door(ctx))
+    if isinstance(answer, AcceptedElicitation) and isinstance(answer.data, Confirm) and answer.data.approve is True:
+        with door_errors(), card_errors():
+            done = await runtime.service.approve(card.id, approver=who, door=runtime.door(ctx), principal=principal)
         return outcome(done, decided_here=done.approved_by == who)
     reason = "cancelled" if answer.action == "cancel" else "declined"
-    done = await runtime.service.decline(card.id, by=who, reason=reason)
+    if answer.action == "accept":
+        reason = "the form was accepted without approve: true, which counts as a decline"
+    return await decline_as(runtime, ctx, card.id, reason)
+
+
+async def decline_as(runtime: Runtime, ctx: Context[Any, Any], card_id: str, reason: str) -> ChangeResult:
+    """Decline the caller's card and answer like any decline."""
+    who = f"{runtime.approver(ctx)} #{secrets.token_hex(4)}"
+    with card_errors():
+        done = await runtime.service.decline(card_id, by=who, reason=reason, principal=runtime.principal(ctx))
     return outcome(done, decided_here=done.declined_by == who, reason=reason)
+
+
+NOT_YOURS = "No confirmation card with that id is yours to answer; nothing was changed."
+
+
+@contextmanager
+def card_errors() -> Iterator[None]:
+    try:
+        yield
+    except CardNotFound as exc:
+        raise ToolError(NOT_YOURS) from exc
 
 
 def outcome(card: Card, *, decided_here: bool, reason: str = "declined") -> ChangeResult:
     result = card.result
     said = result.message if result is not None else ""
-    if not decided_here and card.status in (CardStatus.EXECUTING, CardStatus.EXECUTED, CardStatus.DECLINED):
+    if not decided_here and card.status in (
+        CardStatus.EXECUTING,
+        CardStatus.EXECUTED,
+        CardStatus.DECLINED,
+        CardStatus.OUTCOME_UNKNOWN,
+    ):
         # Someone else's decision on this card already stands; this call changed nothing.
         return ChangeResult(
             status=card.status,
@@ -199,8 +270,10 @@ def outcome(card: Card, *, decided_here: bool, reason: str = "declined") -> Chan
     if card.status == CardStatus.DECLINED:
         if reason == "cancelled":
             message = "Cancelled without approval: the card is recorded as declined and nothing was changed."
-        else:
+        elif reason == "declined":
             message = "Declined: nothing was changed."
+        else:
+            message = f"Declined ({reason}): nothing was changed."
         return ChangeResult(status=card.status, changed=False, message=message, card=card)
     if card.status == CardStatus.EXPIRED:
         return ChangeResult(
@@ -217,5 +290,7 @@ def outcome(card: Card, *, decided_here: bool, reason: str = "declined") -> Chan
             card=card,
         )
     if card.status == CardStatus.FAILED:
-        return ChangeResult(status=card.status, changed=False, message=f"Door refused the change: {said}", card=card)
+        return ChangeResult(status=card.status, changed=False, message=f"Not done: {said}", card=card)
+    if card.status == CardStatus.OUTCOME_UNKNOWN:
+        return ChangeResult(status=card.status, changed="unknown", message=said, card=card)
     return ChangeResult(status=card.status, changed=False, message=said or f"Card {card.status.value}.", card=card)

@@ -58,10 +58,10 @@ def _serve(argv: Sequence[str]) -> int:
 
     import uvicorn
 
-    from maya_tools.http import RequireBearer
+    from maya_tools.http import BindSessions, RequireBearer
 
     server = build_server(settings, transport="streamable-http")
-    app = RequireBearer(server.streamable_http_app(host=args.host))
+    app = RequireBearer(BindSessions(server.streamable_http_app(host=args.host)))
     logging.getLogger("maya_tools").info("MCP over streamable HTTP at http://%s:%d/mcp", args.host, args.port)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
     return 0

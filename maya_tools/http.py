@@ -1,11 +1,19 @@
 """Serving the MCP server over streamable HTTP: loopback by default, and every request must carry
-the caller's own Door token as ``Authorization: Bearer`` (used for that caller's Door calls only)."""
+the caller's own Door token as ``Authorization: Bearer`` (used for that caller's Door calls only).
+
+Every MCP session belongs to the principal (token fingerprint) that opened it: a request naming
+another principal's ``Mcp-Session-Id`` is answered exactly like an unknown session (404), so it can
+neither answer that session's elicitations, nor read its stream, nor close it (DESIGN.md property 12).
+"""
 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from confirmation_cards import token_fingerprint
 
 
 class RequireBearer:
@@ -39,9 +47,80 @@ class RequireBearer:
         await self.app(scope, receive, send)
 
 
-def _has_bearer(scope: Scope) -> bool:
+def _bearer(scope: Scope) -> str | None:
     for name, value in scope.get("headers", []):
         if name.lower() == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
-            return scheme.lower() == "bearer" and bool(token.strip())
-    return False
+            return token.strip() or None if scheme.lower() == "bearer" else None
+    return None
+
+
+def _has_bearer(scope: Scope) -> bool:
+    return _bearer(scope) is not None
+
+
+def _header(scope: Scope, wanted: bytes) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name.lower() == wanted:
+            return str(value.decode("latin-1"))
+    return None
+
+
+SESSION_HEADER = b"mcp-session-id"
+# The SDK's own answer to an unknown session id, byte for byte: another principal's session must
+# not be told apart from one that does not exist.
+_NOT_FOUND = json.dumps(
+    {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}, separators=(",", ":")
+).encode()
+
+
+class BindSessions:
+    """Bind each MCP session id to the principal whose request created it; refuse it to anyone else.
+
+    Runs inside ``RequireBearer``, so every request has a bearer. Owners are kept for the server's
+    life, at most ``limit`` of them (the oldest forgotten first; the SDK expires idle sessions too).
+    """
+
+    def __init__(self, app: ASGIApp, *, limit: int = 100_000) -> None:
+        self.app = app
+        self.limit = limit
+        self.owners: OrderedDict[str, str] = OrderedDict()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        token = _bearer(scope)
+        principal = token_fingerprint(token) if token else ""
+        session = _header(scope, SESSION_HEADER)
+        if session is not None:
+            owner = self.owners.get(session)
+            if owner is not None and owner != principal:
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 404,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(_NOT_FOUND)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": _NOT_FOUND})
+                return
+
+        async def bind(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                for name, value in message.get("headers", []):
+                    if name.lower() == SESSION_HEADER:
+                        self._own(value.decode("latin-1"), principal)
+            await send(message)
+
+        await self.app(scope, receive, bind)
+
+    def _own(self, session: str, principal: str) -> None:
+        if session in self.owners:
+            return  # a session's owner never changes
+        self.owners[session] = principal
+        while len(self.owners) > self.limit:
+            self.owners.popitem(last=False)

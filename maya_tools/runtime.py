@@ -4,9 +4,9 @@ the approval service, and the embedded reference backend when no Door URL is con
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 from backend_client import DoorClient
-from confirmation_cards import ApprovalService, Planner, SqliteCardStore
+from confirmation_cards import ApprovalService, Planner, RoleMemory, SqliteCardStore, token_fingerprint
 from maya_tools.settings import Settings
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import Clock, ManualClock, ScaledClock
@@ -41,6 +41,8 @@ class Runtime:
     service: ApprovalService
     clock: Clock | None
     backend: ReferenceBackend | None
+    swept: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the first sweep after start has run (cards a stopped server left executing are settled)."""
 
     @property
     def embedded(self) -> bool:
@@ -67,7 +69,25 @@ class Runtime:
 
     def door(self, ctx: Context[Any, Any]) -> DoorClient:
         """A client of Door acting for the caller, on the shared connection pool."""
-        return DoorClient(self.base_url, self.token_for(ctx), http_client=self.http, sleep=self.sleep)
+        return self.door_with(self.token_for(ctx))
+
+    def door_with(self, token: str) -> DoorClient:
+        return DoorClient(
+            self.base_url, token, http_client=self.http, sleep=self.sleep, timeout=self.settings.door_timeout_seconds
+        )
+
+    def own_door(self) -> DoorClient | None:
+        """A client with the server's own token (DOOR_TOKEN, or the embedded demo admin): None over
+        HTTP without one. It only reads, to settle cards a stopped server left executing."""
+        if self.settings.door_token:
+            return self.door_with(self.settings.door_token)
+        if self.embedded:
+            return self.door_with(DEMO_ADMIN_TOKEN)
+        return None
+
+    def principal(self, ctx: Context[Any, Any]) -> str:
+        """Who is calling, as a token fingerprint (DESIGN.md property 12); cards and answers are bound to it."""
+        return token_fingerprint(self.token_for(ctx))
 
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` of Door's time.
@@ -75,22 +95,26 @@ class Runtime:
         On the embedded backend Door's time is simulated: a manual clock moves only by waiting,
         and a scaled clock's seconds pass ``time_scale`` times faster than real ones.
         """
-        if isinstance(self.clock, ManualClock):
-            self.clock.advance(seconds)
-            await anyio.lowlevel.checkpoint()
-        elif isinstance(self.clock, ScaledClock):
-            await anyio.sleep(seconds / self.clock.time_scale)
-        else:
-            await anyio.sleep(seconds)
+        await _sleeper(self.clock)(seconds)
 
-    def approver(self, ctx: Context[Any, Any]) -> str:
-        """Who answered the elicitation, as the audit records it (never a token)."""
+    def approver(self, ctx: Context[Any, Any], channel: str = "MCP elicitation") -> str:
+        """Who answered, as the audit records it: never a token.
+
+        Over HTTP, the caller's token fingerprint and the MCP client's name and version; on stdio and
+        in memory, the configured user (MAYA_USER), who owns the configured token.
+        """
         if self.transport == "streamable-http":
-            return "HTTP caller (MCP elicitation)"
-        return f"{self.settings.approver} (MCP elicitation)"
+            return f"{self.principal(ctx)} via {client_name(ctx)} ({channel})"
+        return f"{self.settings.approver} ({channel})"
 
-    def planner(self, door: DoorClient) -> Planner:
-        return Planner(door, clock=self.now, ttl=timedelta(seconds=self.settings.card_ttl_seconds))
+    def planner(self, door: DoorClient, principal: str | None = None) -> Planner:
+        return Planner(
+            door,
+            clock=self.now,
+            ttl=timedelta(seconds=self.settings.card_ttl_seconds),
+            principal=principal,
+            roles=self.service.roles,
+        )
 
     def now(self) -> datetime:
         return card_time(self.clock)()
@@ -103,6 +127,16 @@ def card_time(clock: Clock | None) -> Callable[[], datetime]:
     if isinstance(clock, ManualClock):
         return clock.now
     return lambda: datetime.now(UTC)
+
+
+def client_name(ctx: Context[Any, Any]) -> str:
+    """The MCP client's name and version as it introduced itself (cut short), or "an unnamed MCP client"."""
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    if info is None:
+        return "an unnamed MCP client"
+    said = f"{info.name} {info.version}".strip()
+    return "".join(ch for ch in said if ch.isprintable())[:80] or "an unnamed MCP client"
 
 
 def runtime_of(ctx: Context[Any, Any]) -> Runtime:
@@ -135,11 +169,50 @@ async def open_runtime(
         clock = None
         logger.info("Door API at %s", base_url)
     store = SqliteCardStore(settings.card_store)
-    service = ApprovalService(store, clock=card_time(clock))
-    for card in service.recover_interrupted():
-        logger.warning("Card %s was left executing by a stopped server; recorded as failed (outcome unknown).", card.id)
+    sleep_for = _sleeper(clock)
+    service = ApprovalService(
+        store, clock=card_time(clock), sleep=sleep_for, roles=RoleMemory(), settle_window=settings.settle_seconds
+    )
+    runtime = Runtime(settings, transport, http, base_url, store, service, clock, backend)
     try:
-        yield Runtime(settings, transport, http, base_url, store, service, clock, backend)
+        async with anyio.create_task_group() as group:
+            group.start_soon(_sweep, runtime)
+            try:
+                yield runtime
+            finally:
+                group.cancel_scope.cancel()
     finally:
         await http.aclose()
         store.close()
+
+
+SWEEP_EVERY = 10.0
+"""Seconds (real time) between two sweeps: expired cards closed, orphaned executing cards settled."""
+
+
+async def _sweep(runtime: Runtime) -> None:
+    """At start and then every ``SWEEP_EVERY`` s: settle cards whose executing server is gone (within 60 s)."""
+    while True:
+        try:
+            runtime.service.expire_due()
+            for card in await runtime.service.settle_orphans(runtime.own_door()):
+                logger.warning(
+                    "Card %s was left executing by a stopped server; settled as %s.", card.id, card.status.value
+                )
+        except Exception:  # a sweep must never take the server down; the next one tries again
+            logger.exception("sweeping the card store failed")
+        runtime.swept.set()
+        await anyio.sleep(SWEEP_EVERY)
+
+
+def _sleeper(clock: Clock | None) -> Callable[[float], Awaitable[None]]:
+    async def sleep(seconds: float) -> None:
+        if isinstance(clock, ManualClock):
+            clock.advance(seconds)
+            await anyio.lowlevel.checkpoint()
+        elif isinstance(clock, ScaledClock):
+            await anyio.sleep(seconds / clock.time_scale)
+        else:
+            await anyio.sleep(seconds)
+
+    return sleep

@@ -13,7 +13,8 @@ from pydantic import ValidationError
 
 import prompts
 from maya_tools import prompts as mcp_prompts
-from maya_tools.runtime import Runtime, Transport, open_runtime
+from maya_tools.approval import ASKED, decline_as
+from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
 from maya_tools.settings import Settings
 from maya_tools.tools import cards, changes, read
 from maya_tools.tools.changes import CHANGE_TOOLS
@@ -62,9 +63,21 @@ class MayaServer(MCPServer[Runtime]):
                 "MAYA_READ_ONLY=1), so it offers no change tools and nothing was changed. The read tools work; "
                 "to change a pool, use a server started without read-only mode."
             )
+        asked: dict[str, str] = {}
+        token = ASKED.set(asked)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
+            if asked.get("card") and context is not None and _unreadable_answer(exc):
+                # The person's client accepted the card's form without a readable `approve: true`
+                # (no content, or content off the schema): a decline like any other (property 1).
+                runtime = runtime_of(context)
+                declined = await decline_as(runtime, context, asked["card"], UNREADABLE)
+                tool = self._tool_manager.get_tool(name)
+                assert tool is not None
+                converted = tool.fn_metadata.convert_result(declined)
+                assert isinstance(converted, CallToolResult)
+                return converted
             cause = exc.__cause__
             if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
                 raise
@@ -72,6 +85,17 @@ class MayaServer(MCPServer[Runtime]):
                 f"Error executing tool {name}: invalid arguments, so nothing was done: {argument_problems(cause)}. "
                 "Fix them (the tool's input schema describes each one) and call it again."
             ) from cause
+        finally:
+            ASKED.reset(token)
+
+
+UNREADABLE = "the form was accepted without a readable approve: true, which counts as a decline"
+
+
+def _unreadable_answer(error: ToolError) -> bool:
+    """The SDK's refusal of an accepted elicitation it could not read as the card's form."""
+    said = str(error)
+    return any(words in said.lower() for words in ("accepted elicitation", "invalid elicitation response"))
 
 
 def build_server(

@@ -29,6 +29,8 @@ class Settings:
     card_ttl_seconds: float = 600.0
     reference_time_scale: float = 10.0
     approver: str = "local user"
+    door_timeout_seconds: float = 30.0
+    settle_seconds: float = 30.0
 
     @property
     def embedded(self) -> bool:
@@ -37,7 +39,9 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         """Read ``DOOR_API_URL``, ``DOOR_TOKEN``, ``MAYA_CARD_STORE``, ``MAYA_READ_ONLY``,
-        ``MAYA_CARD_TTL_SECONDS``, ``MAYA_REFERENCE_TIME_SCALE`` and ``MAYA_USER``; keyword overrides win."""
+        ``MAYA_CARD_TTL_SECONDS``, ``MAYA_REFERENCE_TIME_SCALE``, ``MAYA_USER``, ``MAYA_DOOR_TIMEOUT_SECONDS``
+        (one Door request) and ``MAYA_SETTLE_SECONDS`` (how long an unclear answer is settled by reading
+        Door back); keyword overrides win."""
         env = os.environ if env is None else env
         values: dict[str, object] = {
             "door_api_url": env.get("DOOR_API_URL") or None,
@@ -47,6 +51,8 @@ class Settings:
             "card_ttl_seconds": float(env.get("MAYA_CARD_TTL_SECONDS") or 600.0),
             "reference_time_scale": float(env.get("MAYA_REFERENCE_TIME_SCALE") or 10.0),
             "approver": env.get("MAYA_USER") or env.get("USER") or "local user",
+            "door_timeout_seconds": float(env.get("MAYA_DOOR_TIMEOUT_SECONDS") or 30.0),
+            "settle_seconds": float(env.get("MAYA_SETTLE_SECONDS") or 30.0),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -334,7 +334,7 @@ def parse_node_name(node_name: str) -> None:
 def create_app(backend: ReferenceBackend | None = None, *, admin_token: str | None = None) -> FastAPI:
     """The reference backend app; ``app.state.backend`` is the world, the admin plane needs ``admin_token``."""
     world = backend if backend is not None else ReferenceBackend(ManualClock())
-    faults = FaultBook()
+    faults = world.faults
     app = FastAPI(
         title="Door DKS node pools (reference backend)",
         version="1.0.0",

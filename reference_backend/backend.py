@@ -46,6 +46,7 @@ from backend_client.models import (
 from reference_backend import catalog
 from reference_backend.clock import AdjustableClock, Clock
 from reference_backend.errors import Refusal
+from reference_backend.faults import FaultBook
 from reference_backend.idempotency import IdempotencyStore, StoredAnswer
 from reference_backend.store import Key, MemoryStore, SqliteStore, Store
 from reference_backend.world import (
@@ -106,6 +107,9 @@ class ReferenceBackend:
         self.catalog: dict[str, MachineTier] = dict(catalog.TIERS)
         self.rng_seed = rng_seed
         self.idempotency = IdempotencyStore()
+        # Fault rules belong to the world, so every app serving this backend (the embedded one and a
+        # test's admin client) injects the same faults.
+        self.faults = FaultBook()
         self.inventory_available = True
         self._store: Store = SqliteStore(state_path) if state_path is not None else MemoryStore()
         self._organisations: dict[str, Organisation] = {}

@@ -10,7 +10,6 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from confirmation_cards import AuditEvent, Card, render_markdown
-from maya_tools.errors import door_errors
 from maya_tools.runtime import runtime_of
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -34,11 +33,14 @@ def register(mcp: MCPServer[Any]) -> None:
         runtime = runtime_of(ctx)
         runtime.service.expire_due()
         card = runtime.store.get(card_id)
-        if card is None:
-            raise ToolError(f"No confirmation card {card_id!r}. Change tools return the id of the card they make.")
-        if runtime.transport == "streamable-http":
-            # One server, several people: a card is shown only to a caller whose own token can read
-            # its cluster, so a card id seen elsewhere does not reveal another organisation's change.
-            with door_errors():
-                await runtime.door(ctx).get_cluster(card.cluster_id)
+        principal = runtime.principal(ctx)
+        # A card is shown only to the principal that planned it (DESIGN.md property 12). Another
+        # principal's card and an id that never existed get the same answer: no oracle of ids.
+        mine = card is not None and (
+            card.principal == principal or (card.principal is None and runtime.transport != "streamable-http")
+        )
+        if card is None or not mine:
+            raise ToolError(
+                f"No confirmation card {card_id!r} of yours. Change tools return the id of the card they make."
+            )
         return CardView(card=card, rendered=render_markdown(card), audit=runtime.store.audit(card_id))

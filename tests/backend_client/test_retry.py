@@ -305,16 +305,29 @@ async def test_keyed_patch_meeting_its_own_first_request_in_flight_waits_for_its
     assert len(door.requests) == 3 and len(sleeps.delays) == 2
 
 
-async def test_a_key_in_flight_conflict_without_retries_left_says_not_to_use_a_new_key() -> None:
+async def test_a_key_still_in_flight_after_the_bounded_wait_raises_and_says_not_to_use_a_new_key() -> None:
+    """Waiting out an in-flight key (R-ADD-09) is bounded by KEY_IN_FLIGHT_WAIT and is no retry: then it raises."""
     in_flight = problem(409, "Conflict", rule="R-ADD-09", detail="still in flight")
     door = FakeDoor({f"POST {CLUSTER}/node-pools": [in_flight]})
-    async with make_client(door, max_retries=1) as client:
+    sleeps = Sleeps()
+    async with make_client(door, sleeps, max_retries=0) as client:
         with pytest.raises(Conflict) as caught:
             await client.add_node_pool(
                 CLUSTER_ID, PublicNodePoolCreateRequest(name="batch", size="dks.m5.xlarge"), idempotency_key="k"
             )
-    assert len(door.requests) == 2
+    assert sum(sleeps.delays) == C.KEY_IN_FLIGHT_WAIT
+    assert len(door.requests) == 1 + len(sleeps.delays)
     assert "same key" in str(caught.value) and "use a new key" not in str(caught.value)
+
+
+async def test_waiting_for_an_in_flight_key_honours_retry_after_and_spends_no_retry() -> None:
+    in_flight = problem(409, "Conflict", rule="R-PATCH-09", headers={"Retry-After": "3"})
+    door = FakeDoor({f"PATCH {WORKERS}": [in_flight, in_flight, ok(cluster(pool(count=4)), 202)]})
+    sleeps = Sleeps()
+    async with make_client(door, sleeps, max_retries=0) as client:
+        result = await client.update_node_pool(CLUSTER_ID, "workers", _patch(), idempotency_key="card-8")
+    assert result.pool("workers").count == 4  # type: ignore[union-attr]
+    assert sleeps.delays == [3.0, 3.0]
 
 
 async def test_an_unkeyed_conflict_naming_the_key_rule_is_not_retried() -> None:

@@ -349,30 +349,3 @@ async def test_reading_a_card_past_its_expiry_reports_it_expired(
     clock.advance(600)
 
     assert service.get(card.id).status is CardStatus.EXPIRED
-
-
-async def test_a_card_left_executing_by_a_stopped_server_is_recovered_as_failed_and_sends_nothing(
-    planner: Planner, store: SqliteCardStore, clock: ManualClock, admin: DoorClient
-) -> None:
-    """A crash between the claim and Door's answer must not leave the card executing for ever."""
-    from confirmation_cards.store import AuditEntry
-
-    card = await pending_scale_to_4(planner, store)
-    claimed = store.transition(
-        card.id,
-        expected=CardStatus.PENDING,
-        to=CardStatus.EXECUTING,
-        entry=AuditEntry("approved", clock.now(), by="tester"),
-        update={"approved_by": "tester", "approved_at": clock.now()},
-    )
-    assert claimed is not None
-    service = ApprovalService(store, clock=clock.now)  # the restarted server's service
-
-    assert service.recover_interrupted() == []  # an approval still within reach of its Door call
-    clock.advance(6 * 60)
-    (recovered,) = service.recover_interrupted()
-    assert recovered.id == card.id and recovered.status is CardStatus.FAILED
-    assert recovered.result is not None and "may or may not have happened" in recovered.result.message
-    assert [event.event for event in store.audit(card.id)] == ["created", "approved", "failed"]
-    assert await operations(admin, "pool.update") == []  # recovery re-sends nothing
-    assert service.recover_interrupted() == []

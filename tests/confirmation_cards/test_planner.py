@@ -9,7 +9,16 @@ import pytest
 
 from backend_client import DoorClient
 from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
-from confirmation_cards import Card, DoorApi, Planner, PreflightError
+from confirmation_cards import (
+    ApprovalService,
+    Card,
+    CardStatus,
+    DoorApi,
+    Planner,
+    PreflightError,
+    SqliteCardStore,
+    token_fingerprint,
+)
 from reference_backend import seed
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
@@ -351,14 +360,25 @@ async def test_size_in_a_patch_explains_how_to_change_tier(planner: Planner) -> 
     assert "add a new pool" in str(error)
 
 
-async def test_a_member_token_is_refused_by_the_role_probe_and_nothing_changes(
+async def test_a_member_token_is_refused_up_front_once_door_refused_its_approved_change_and_nothing_changes(
     member: DoorClient, admin: DoorClient, clock: ManualClock
 ) -> None:
+    """R-AUTH-03 is learned from Door's own 403 to an approved change, never from a probe (property 10)."""
+    store = SqliteCardStore(":memory:")
+    service = ApprovalService(store, clock=clock.now)
+    principal = token_fingerprint(seed.DEMO_MEMBER_TOKEN)
+    planner = Planner(member, clock=clock.now, principal=principal, roles=service.roles)
     before = await admin.get_cluster(PROD)
 
-    error = await refused(Planner(member, clock=clock.now).scale_node_pool("payments-prod", "workers", patch(count=4)))
+    card = store.create(await planner.scale_node_pool("payments-prod", "workers", patch(count=4)))
+    done = await service.approve(card.id, approver="mel", door=member, principal=principal)
+    assert done.status is CardStatus.FAILED and done.result is not None and done.result.rule == "R-AUTH-03"
 
-    assert error.rule == "R-AUTH-03"
+    error = await refused(planner.scale_node_pool("payments-prod", "workers", patch(count=5)))
+    assert error.rule == "R-AUTH-03" and "super_admin" in str(error)
+    # Another principal of the same organisation is not affected.
+    admins = Planner(admin, clock=clock.now, principal=token_fingerprint(seed.DEMO_ADMIN_TOKEN), roles=service.roles)
+    assert (await admins.scale_node_pool("payments-prod", "workers", patch(count=5))).target == "workers"
     assert await admin.get_cluster(PROD) == before
     assert (await admin.get_cluster_state(PROD)).operations == []
 

@@ -10,12 +10,13 @@ import anyio
 import httpx2
 import pytest
 from mcp import Client
+from mcp_types import ElicitResult
 
 from confirmation_cards import CardStatus, SqliteCardStore
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
 from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_CLUSTER_ID, DEMO_NODE_NAME
-from tests.conftest import auth
+from tests.conftest import ADMIN_TOKEN, auth
 from tests.maya_tools.conftest import MODES, Person, operations, pool
 
 pytestmark = pytest.mark.anyio
@@ -360,17 +361,64 @@ async def test_a_pool_busy_with_an_operation_is_refused_before_a_card(
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_member_token_is_refused_before_a_card(backend: ReferenceBackend, card_store: Path, mode: str) -> None:
-    """R-AUTH-03: only a super_admin may change pools."""
+async def test_a_member_token_is_refused_up_front_once_door_refused_its_approved_change(
+    backend: ReferenceBackend, card_store: Path, door: httpx2.AsyncClient, mode: str
+) -> None:
+    """R-AUTH-03 learned from Door's own 403 to an approved change (never from a probe): later plans in
+    that organisation are refused before a card, for this server's life."""
     from maya_tools.server import build_server
     from maya_tools.settings import Settings
     from reference_backend.seed import DEMO_MEMBER_TOKEN
 
     server = build_server(Settings(card_store=str(card_store), door_token=DEMO_MEMBER_TOKEN), backend=backend)
     async with Client(server, mode=mode, elicitation_callback=Person("accept")) as client:
+        first = await client.call_tool(*SCALE)
+        second = await client.call_tool("scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": 5})
+    data = first.structured_content
+    assert data is not None and data["status"] == "failed" and data["changed"] is False
+    assert data["card"]["result"]["rule"] == "R-AUTH-03" and data["card"]["required_role"] == "super_admin"
+    assert second.is_error and "R-AUTH-03" in second.content[0].text  # type: ignore[union-attr]
+    assert [card.status for card in SqliteCardStore(card_store).list()] == [CardStatus.FAILED]
+    assert await operations(door) == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("content", [{}, None, {"approve": "yes"}, {"approve": 1}])
+async def test_accepting_the_form_without_an_explicit_true_is_a_decline(
+    server: Any, door: httpx2.AsyncClient, card_store: Path, mode: str, content: Any
+) -> None:
+    """The form's `approve` is required and false by default: accept without `true` declines, like any decline."""
+    shown: list[Any] = []
+
+    async def person(context: Any, params: Any) -> ElicitResult:
+        shown.append(params.requested_schema)
+        return ElicitResult(action="accept", content=content)
+
+    async with Client(server, mode=mode, elicitation_callback=person) as client:
         result = await client.call_tool(*SCALE)
-    assert result.is_error and "R-AUTH-03" in result.content[0].text  # type: ignore[union-attr]
-    assert SqliteCardStore(card_store).list() == []
+    assert not result.is_error, result.content
+    data = result.structured_content
+    assert data is not None and data["status"] == "declined" and data["changed"] is False
+    assert "nothing was changed" in data["message"]
+    assert shown[0]["required"] == ["approve"] and shown[0]["properties"]["approve"]["default"] is False
+    assert await operations(door) == []
+    assert [card.status for card in SqliteCardStore(card_store).list()] == [CardStatus.DECLINED]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_unclear_answer_from_door_ends_outcome_unknown_never_nothing_changed(
+    connect: Callable[..., Client], door: httpx2.AsyncClient, mode: str
+) -> None:
+    async def break_door() -> None:  # after the card is planned, before the person answers
+        rule = {"route": "PATCH /v1/public/clusters/{c}/node-pools/{p}", "status": 500, "count": 3}
+        assert (await door.post("/_reference/faults", headers=auth(ADMIN_TOKEN), json=rule)).status_code == 201
+
+    async with connect(mode, Person("accept", before=break_door)) as client:
+        result = await client.call_tool(*SCALE)
+    data = result.structured_content
+    assert data is not None and data["status"] == "outcome_unknown" and data["changed"] == "unknown"
+    assert "Nothing was changed" not in data["message"] and "get_cluster_operations" in data["message"]
+    assert await operations(door) == []
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import anyio
 import pytest
 
 from backend_client import DoorClient
@@ -83,8 +84,9 @@ async def test_starting_the_server_closes_cards_a_stopped_server_left_executing(
             update={"approved_at": clock.now()},
         )
     clock.advance(600)  # the server was down a while
-    async with open_runtime(settings, "memory", backend=backend):
-        pass
+    async with open_runtime(settings, "memory", backend=backend) as runtime:
+        with anyio.fail_after(10):
+            await runtime.swept.wait()
     reopened = SqliteCardStore(tmp_path / "cards.sqlite3")
     stored = reopened.get(card.id)
     assert stored is not None and stored.status is CardStatus.FAILED

@@ -21,6 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
+from confirmation_cards import token_fingerprint
 from maya_tools.server import build_server
 from maya_tools.settings import Settings
 from reference_backend.backend import ReferenceBackend
@@ -155,7 +156,8 @@ async def test_http_request_without_a_bearer_token_is_refused(http_url: str) -> 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_http_calls_door_with_each_callers_own_token(http_url: str, mode: str) -> None:
-    """The member's bearer is refused (R-AUTH-03); the admin's own bearer makes the change."""
+    """The member's own bearer meets Door's 403 (R-AUTH-03), then is refused up front; the admin's own
+    bearer makes the change, and the audit names the admin by token fingerprint and client, never the token."""
     headers = {"Authorization": f"Bearer {DEMO_MEMBER_TOKEN}"}
     async with (
         httpx2.AsyncClient(headers=headers) as http,
@@ -163,7 +165,10 @@ async def test_http_calls_door_with_each_callers_own_token(http_url: str, mode: 
             streamable_http_client(http_url, http_client=http), mode=mode, elicitation_callback=Person("accept")
         ) as client,
     ):
+        failed = await client.call_tool(*SCALE)
         refused = await client.call_tool(*SCALE)
+    assert failed.structured_content is not None and failed.structured_content["status"] == "failed"
+    assert "R-AUTH-03" in failed.structured_content["message"]
     assert refused.is_error and "R-AUTH-03" in refused.content[0].text  # type: ignore[union-attr]
 
     person = Person("accept")
@@ -173,8 +178,13 @@ async def test_http_calls_door_with_each_callers_own_token(http_url: str, mode: 
         Client(streamable_http_client(http_url, http_client=http), mode=mode, elicitation_callback=person) as client,
     ):
         done = await client.call_tool(*SCALE)
-    assert done.structured_content is not None and done.structured_content["changed"] is True
+        assert done.structured_content is not None and done.structured_content["changed"] is True
+        shown = await client.call_tool("get_card", {"card_id": done.structured_content["card"]["id"]})
     assert len(person.messages) == 1
+    assert shown.structured_content is not None
+    (approved,) = [e for e in shown.structured_content["audit"] if e["event"] == "approved"]
+    assert approved["by"].startswith(token_fingerprint(DEMO_ADMIN_TOKEN) + " via mcp ")
+    assert DEMO_ADMIN_TOKEN not in json.dumps(shown.structured_content)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -191,7 +201,9 @@ async def test_an_http_server_never_falls_back_to_door_token_for_a_request_witho
         assert result.is_error and "no Door token" in result.content[0].text  # type: ignore[union-attr]
 
 
-async def test_over_http_a_card_is_shown_only_to_callers_who_can_read_its_cluster(http_url: str) -> None:
+async def test_over_http_a_card_is_shown_only_to_the_principal_that_planned_it(http_url: str) -> None:
+    """get_card for another principal's card answers exactly like an id that never existed."""
+
     async def call(token: str, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         async with (
             httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
@@ -203,8 +215,15 @@ async def test_over_http_a_card_is_shown_only_to_callers_who_can_read_its_cluste
     assert made.structured_content is not None and made.structured_content["status"] == "pending"
     card_id = made.structured_content["card"]["id"]
 
+    owner = await call(DEMO_ADMIN_TOKEN, "get_card", {"card_id": card_id})
     colleague = await call(DEMO_MEMBER_TOKEN, "get_card", {"card_id": card_id})
     outsider = await call(DEMO_OUTSIDER_TOKEN, "get_card", {"card_id": card_id})
+    unknown = await call(DEMO_ADMIN_TOKEN, "get_card", {"card_id": "card_" + "x" * 16})
 
-    assert colleague.structured_content is not None and colleague.structured_content["card"]["id"] == card_id
-    assert outsider.is_error and "payments-prod" not in outsider.content[0].text  # type: ignore[union-attr]
+    assert owner.structured_content is not None and owner.structured_content["card"]["id"] == card_id
+    said = [
+        r.content[0].text.replace(card_id, "ID").replace("card_" + "x" * 16, "ID")
+        for r in (colleague, outsider, unknown)
+    ]  # type: ignore[union-attr]
+    assert all(r.is_error for r in (colleague, outsider, unknown)) and len(set(said)) == 1
+    assert "payments-prod" not in said[0]
