@@ -17,7 +17,15 @@ from fastapi import FastAPI
 
 from backend_client import DoorClient
 from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
-from confirmation_cards import ApprovalService, Card, CardStatus, Planner, SqliteCardStore, token_fingerprint
+from confirmation_cards import (
+    ApprovalService,
+    Card,
+    CardNotFound,
+    CardStatus,
+    Planner,
+    SqliteCardStore,
+    token_fingerprint,
+)
 from confirmation_cards.approval import HOST, LEASE
 from confirmation_cards.store import AuditEntry
 from reference_backend import seed
@@ -268,3 +276,23 @@ async def test_a_card_its_own_live_process_is_executing_is_never_taken_over(
         assert [c.id for c in settled] == [foreign.id] and settled[0].status is CardStatus.FAILED
         release.set()
     assert result[0].status is CardStatus.EXECUTED and await pool_updates(admin) == 1
+
+
+# --- 3. bound to the principal that planned the card --------------------------------------------
+
+
+async def test_another_principal_can_neither_approve_nor_decline_nor_read_a_card(
+    admin: DoorClient, store: SqliteCardStore, clock: ManualClock, settling: ApprovalService
+) -> None:
+    card = await scale_card(admin, store, clock)
+    other = token_fingerprint(seed.DEMO_MEMBER_TOKEN)
+
+    with pytest.raises(CardNotFound):
+        await settling.approve(card.id, approver="mel", door=admin, principal=other)
+    with pytest.raises(CardNotFound):
+        await settling.decline(card.id, by="mel", principal=other)
+    with pytest.raises(CardNotFound):
+        settling.get(card.id, principal=other)
+
+    assert settling.get(card.id, principal=ADMIN).status is CardStatus.PENDING
+    assert await pool_updates(admin) == 0

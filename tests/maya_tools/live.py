@@ -1,0 +1,159 @@
+"""Real processes for the fault and hijack tests: a `maya-tools reference-backend` and a `maya-tools serve`
+over streamable HTTP pointed at it, each on a free loopback port, killed or restarted as a test needs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_CLUSTER_ID
+
+REF_ADMIN = "live-admin-token"
+PATCH_ROUTE = "PATCH /v1/public/clusters/{cluster_id}/node-pools/{pool}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll another process's state until ``condition`` holds (a process, not a clock, is waited for)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class Proc:
+    def __init__(self, args: list[str], port: int, env: dict[str, str]) -> None:
+        self.args, self.port, self.env = args, port, env
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "maya_tools.cli", *self.args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=self.env,
+        )
+        process = self.process
+
+        def up() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(process.stderr.read().decode() if process.stderr else "exited")
+            return _listening(self.port)
+
+        wait_until(up, f"{self.args[0]} to listen on {self.port}")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        if self.process is not None and self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+def base_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in {"DOOR_API_URL", "DOOR_TOKEN", "MAYA_CARD_STORE"}}
+
+
+class Live:
+    """One reference backend (SQLite state, manual clock, admin plane) and one server in front of it."""
+
+    def __init__(self, tmp: Path, **server_env: str) -> None:
+        self.tmp = tmp
+        self.door_port = free_port()
+        self.door_url = f"http://127.0.0.1:{self.door_port}"
+        self.door = Proc(
+            [
+                "reference-backend",
+                "--port",
+                str(self.door_port),
+                "--state",
+                str(tmp / "door.sqlite3"),
+                "--admin-token",
+                REF_ADMIN,
+                "--manual-clock",
+            ],
+            self.door_port,
+            base_env(),
+        )
+        self.card_store = tmp / "cards.sqlite3"
+        self.server_env = {
+            **base_env(),
+            "DOOR_API_URL": self.door_url,
+            "DOOR_TOKEN": DEMO_ADMIN_TOKEN,  # the server's own token: only to read Door back when settling
+            "MAYA_CARD_STORE": str(self.card_store),
+            "MAYA_DOOR_TIMEOUT_SECONDS": "1",
+            "MAYA_SETTLE_SECONDS": "3",
+            **server_env,
+        }
+        self.servers: list[Proc] = []
+        self.serve()
+
+    def serve(self) -> str:
+        port = free_port()
+        self.servers.append(
+            Proc(["serve", "--transport", "streamable-http", "--port", str(port)], port, self.server_env)
+        )
+        return self.url
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.servers[-1].port}/mcp"
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.stop()
+        self.door.stop()
+
+    # --- Door, as the test sees it -----------------------------------------------------------
+
+    def admin(self, method: str, path: str, **kwargs: Any) -> httpx2.Response:
+        with httpx2.Client(base_url=self.door_url, timeout=10) as http:
+            return http.request(method, path, headers={"Authorization": f"Bearer {REF_ADMIN}"}, **kwargs)
+
+    def fault(self, **spec: Any) -> None:
+        response = self.admin("POST", "/_reference/faults", json=spec)
+        assert response.status_code == 201, response.text
+
+    def faults_left(self) -> int:
+        return len(self.admin("GET", "/_reference/faults").json())
+
+    def changes(self, kind: str = "pool.update") -> int:
+        """How many times Door applied a change of this kind (one operation per accepted mutation)."""
+        with httpx2.Client(base_url=self.door_url, timeout=10) as http:
+            state = http.get(
+                f"/v1/public/clusters/{DEMO_CLUSTER_ID}/state", headers={"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
+            )
+        assert state.status_code == 200, state.text
+        return sum(op["kind"] == kind for op in state.json()["operations"])
