@@ -81,7 +81,7 @@ INVENTORY_RETRY_AFTER_SECONDS: Final = 5
 
 _NAME_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _TORN_DOWN: Final = frozenset({"Deprovisioned"})
-_CLUSTER_ID: Final = re.compile(r"(?!\.\.?$)[A-Za-z0-9._~-]{1,128}")  # one URL path segment, not . or ..
+_CLUSTER_ID: Final = re.compile(r"(?!\.\.?\Z)[A-Za-z0-9._~-]{1,128}")  # one URL path segment, not . or ..
 
 # A heap entry: (when, sequence, kind, cluster id, first ref, second ref).
 Event = tuple[datetime, int, str, str, str, str]

@@ -53,6 +53,15 @@ async def test_r_add_01_malformed_name_is_422(door: httpx2.AsyncClient, name: st
     assert len((await get_cluster(door)).node_pools) == 1
 
 
+@pytest.mark.parametrize("name", ["other\n", "batch\n", "\nbatch", "batch\r\n"])
+async def test_r_add_01_a_name_with_a_newline_is_422(door: httpx2.AsyncClient, name: str) -> None:
+    """R-ADD-01: the whole name must be a DNS label; Python's `$` matching before a final newline
+    once let `"other\\n"` through as a pool name."""
+    await fund(door)
+    problem(await add_pool(door, {"name": name, "size": "dks.c5.xlarge"}), 422, "R-ADD-01", field="name")
+    assert [p.name for p in (await get_cluster(door)).node_pools] == ["workers"]
+
+
 @pytest.mark.parametrize("name", ["a", "b2", "batch-1", "0pool", "a" * 63])
 async def test_r_add_01_dns_label_names_are_accepted(door: httpx2.AsyncClient, name: str) -> None:
     """R-ADD-01: 1 to 63 of [a-z0-9-], starting and ending alphanumeric → 202."""
