@@ -409,19 +409,22 @@ async def _answer_mutation(
                 headers={**stored.headers, "Idempotent-Replayed": "true"},
                 media_type="application/json",
             )
+    headers = {"X-Request-Id": _request_id(request) or ""}
     try:
         await _spend_fault_latency(request)
-        now = backend.now()
-        answer = change()  # synchronous: the checks and the change are atomic (R-OP-01)
+        # Synchronous from here: the checks and the change are atomic (R-OP-01), and the change and
+        # the answer it stores for replay are written to the state file in one transaction.
+        with backend.transaction():
+            now = backend.now()
+            text = json.dumps(change(), separators=(",", ":"))
+            if key_scope is not None:
+                expires_at = idempotency.IdempotencyStore.expiry(now)
+                answer = idempotency.StoredAnswer(fingerprint, 202, text, headers, expires_at)
+                backend.remember_answer(key_scope, answer)
     except BaseException:
         if key_scope is not None:
             backend.remember_answer(key_scope, None)
         raise
-    text = json.dumps(answer, separators=(",", ":"))
-    headers = {"X-Request-Id": _request_id(request) or ""}
-    if key_scope is not None:
-        expires_at = idempotency.IdempotencyStore.expiry(now)
-        backend.remember_answer(key_scope, idempotency.StoredAnswer(fingerprint, 202, text, headers, expires_at))
     return Response(text, status_code=202, headers=headers, media_type="application/json")
 
 

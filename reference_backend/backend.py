@@ -27,7 +27,8 @@ import heapq
 import logging
 import re
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Final, Literal
@@ -118,6 +119,7 @@ class ReferenceBackend:
         self._counter = 0
         self._now = clock.now()
         self._dirty: set[Key] = set()
+        self._holding = 0  # nesting depth of ``transaction()``: while > 0, ``commit`` waits
         if self._store.empty:
             self._seed(seed)
         else:
@@ -768,13 +770,31 @@ class ReferenceBackend:
     def _touch(self, table: str, key: str) -> None:
         self._dirty.add((table, key))
 
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Hold back every ``commit`` of the block and write what it touched in one ``Store.write``.
+
+        A mutation and its idempotency record (R-ADD-09, R-PATCH-09) are made in one such block,
+        so a crash leaves either both in the state file or neither: never a pool without the
+        answer that would replay it (a retry would be 409 R-ADD-02, or a second pool.update).
+        """
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
+            if not self._holding:
+                self.commit()
+
     def remember_answer(self, key_scope: str, answer: StoredAnswer | None) -> None:
-        """Store (or release) an idempotent answer and commit it with the change it answers."""
+        """Store (or release) an idempotent answer; inside ``transaction()`` it lands with the change."""
         self.idempotency.finish(key_scope, answer)
         self.commit()
 
     def commit(self) -> None:
-        """Write every row touched since the last commit, in one transaction."""
+        """Write every row touched since the last commit, in one transaction (deferred inside ``transaction()``)."""
+        if self._holding:
+            return
         for key_scope in self.idempotency.dirty:
             self._dirty.add(("idempotency", key_scope))
         self.idempotency.dirty.clear()
@@ -794,8 +814,8 @@ class ReferenceBackend:
                 deletes.add((table, key))
             else:
                 upserts[(table, key)] = doc
-        self._dirty.clear()
         self._store.write(upserts, deletes)
+        self._dirty.clear()  # only once written: rows a failed write held are written by the next commit
 
     def _doc_of(self, table: str, key: str) -> Doc | None:
         if table == "meta":

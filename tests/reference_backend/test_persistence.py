@@ -142,3 +142,51 @@ async def test_the_node_inventory_snapshot_survives_a_restart(tmp_path: Path) ->
     async with serve(second) as door:
         assert (await door.get(f"{CLUSTER}/nodes", headers=ADMIN)).json() == before
     second.close()
+
+
+class PowerCut(Exception):
+    """The process dying between two writes of the state file."""
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "kind"),
+    [
+        ("POST", f"{CLUSTER}/node-pools", {"name": "batch", "size": "dks.c5.large"}, "pool.create"),
+        ("PATCH", f"{CLUSTER}/node-pools/workers", {"count": 3}, "pool.update"),
+    ],
+)
+async def test_a_change_and_its_idempotency_record_are_one_write_so_a_retry_after_a_crash_replays(
+    tmp_path: Path, method: str, path: str, body: dict[str, object], kind: str
+) -> None:
+    """R-ADD-09, R-PATCH-09: the process dies at the first state-file write after the one holding the
+    change. The change and the answer stored for its Idempotency-Key must be in that one write, so the
+    retry with the same key on the restarted backend is a replay (202, one pool, one operation), not
+    409 R-ADD-02 for the pool it created nor a second pool.update."""
+    state = tmp_path / "door.sqlite"
+    first = ReferenceBackend(ManualClock(), state_path=state)
+    store = first._store
+    original = store.write
+    written: list[set[str]] = []
+
+    def write_then_die(upserts: dict[tuple[str, str], object], deletes: set[tuple[str, str]]) -> None:
+        if written:
+            raise PowerCut
+        written.append({table for table, _ in upserts})
+        original(upserts, deletes)  # type: ignore[arg-type]
+
+    store.write = write_then_die  # type: ignore[method-assign]
+    key = ADMIN | {"Idempotency-Key": "crash-1"}
+    async with serve(first) as door:
+        await door.request(method, path, headers=key, json=body)
+    assert {"pools", "operations", "idempotency"} <= written[0]
+
+    second = ReferenceBackend(ManualClock(), state_path=state)
+    async with serve(second) as door:
+        retry = await door.request(method, path, headers=key, json=body)
+        assert (retry.status_code, retry.headers.get("idempotent-replayed")) == (202, "true"), retry.text
+        operations = (await door.get(f"{CLUSTER}/state", headers=ADMIN)).json()["operations"]
+        assert [op["kind"] for op in operations] == [kind]
+        pools = (await door.get(f"{CLUSTER}/node-pools", headers=ADMIN)).json()["items"]
+        assert sorted(p["name"] for p in pools) == (["batch", "workers"] if method == "POST" else ["workers"])
+    second.close()
+    store.close()
