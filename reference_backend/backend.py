@@ -63,6 +63,7 @@ from reference_backend.world import (
     iso,
     iso_or_none,
     parse_time,
+    token_digest,
 )
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ class ReferenceBackend:
         self.inventory_available = True
         self._store: Store = SqliteStore(state_path) if state_path is not None else MemoryStore()
         self._organisations: dict[str, Organisation] = {}
-        self._tokens: dict[str, Principal] = {}
+        self._tokens: dict[str, Principal] = {}  # by token_digest(token), never by the token
         self._clusters: dict[str, Cluster] = {}
         self._pools: dict[str, Pool] = {}
         self._operations: dict[str, Operation] = {}
@@ -245,7 +246,7 @@ class ReferenceBackend:
 
     def authenticate(self, token: str | None) -> Principal:
         """R-AUTH-01: the principal a bearer token names; 401 when missing or unknown."""
-        principal = self._tokens.get(token) if token else None
+        principal = self._tokens.get(token_digest(token)) if token else None
         if principal is None:
             raise Refusal(
                 401,
@@ -746,18 +747,21 @@ class ReferenceBackend:
         return None if organisation is None else organisation.credit
 
     def put_token(self, token: str, user: str, organisation: str, role: Role) -> Principal:
+        """Issue (or re-issue) a token; only its SHA-256 is kept, in memory and in the state file."""
         principal = Principal(user, organisation, role)
-        self._tokens[token] = principal
+        digest = token_digest(token)
+        self._tokens[digest] = principal
         if organisation not in self._organisations:
             self._organisations[organisation] = Organisation(organisation, 0.0)
             self._touch("organisations", organisation)
-        self._touch("tokens", token)
+        self._touch("tokens", digest)
         self.commit()
         return principal
 
     def delete_token(self, token: str) -> None:
-        self._tokens.pop(token, None)
-        self._touch("tokens", token)
+        digest = token_digest(token)
+        self._tokens.pop(digest, None)
+        self._touch("tokens", digest)
         self.commit()
 
     def set_inventory(self, available: bool) -> None:
@@ -824,6 +828,7 @@ class ReferenceBackend:
                 "counter": self._counter,
                 "inventory_available": self.inventory_available,
                 "rng_seed": self.rng_seed,
+                "token_keys": "sha256",
             }
         if table == "organisations":
             organisation = self._organisations.get(key)
@@ -849,7 +854,9 @@ class ReferenceBackend:
         raise KeyError(table)
 
     def _load(self) -> None:
+        hashed_tokens = False
         for _, doc in self._store.load("meta"):
+            hashed_tokens = doc.get("token_keys") == "sha256"
             self._counter = doc["counter"]
             self.inventory_available = doc["inventory_available"]
             stored_now = parse_time(doc["now"])
@@ -859,7 +866,13 @@ class ReferenceBackend:
         for key, doc in self._store.load("organisations"):
             self._organisations[key] = Organisation.from_doc(doc)
         for key, doc in self._store.load("tokens"):
-            self._tokens[key] = Principal.from_doc(doc)
+            if hashed_tokens:
+                self._tokens[key] = Principal.from_doc(doc)
+            else:
+                # A state file from before tokens were hashed: rewrite its rows under their digests.
+                self._tokens[token_digest(key)] = Principal.from_doc(doc)
+                self._touch("tokens", key)
+                self._touch("tokens", token_digest(key))
         for _, doc in self._store.load("clusters"):
             cluster = Cluster.from_doc(doc)
             self._clusters[cluster.id] = cluster
