@@ -97,11 +97,13 @@ def _fault_refusal(fault: Fault) -> Refusal:
 
 
 class RequestMiddleware:
-    """Gives every request an id, applies fault rules (step 1 and step 14), never leaks a traceback."""
+    """Gives every request an id, applies fault rules (step 1 and step 14), never leaks a traceback,
+    and records every answer outside the admin plane in the backend's request log."""
 
-    def __init__(self, app: ASGIApp, faults: FaultBook) -> None:
+    def __init__(self, app: ASGIApp, faults: FaultBook, backend: ReferenceBackend) -> None:
         self.app = app
         self.faults = faults
+        self.backend = backend
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -111,6 +113,8 @@ class RequestMiddleware:
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
         path: str = scope["path"]
+        if not path.startswith("/_reference"):
+            send = _logged(send, self.backend, scope)
         if scope["method"] == "HEAD":
             # HEAD is GET without the body (RFC 9110 §9.3.2): same status, headers and length.
             scope = {**scope, "method": "GET"}
@@ -150,6 +154,20 @@ class RequestMiddleware:
             return
         if replace and fault is not None:
             await problem_response(_fault_refusal(fault), request_id)(scope, receive, send)
+
+
+def _logged(send: Send, backend: ReferenceBackend, scope: Scope) -> Send:
+    """``send``, recording the status actually answered before the client can see it."""
+    method: str = scope["method"]
+    path: str = scope["path"]
+    keyed = any(name.lower() == b"idempotency-key" and value.strip() for name, value in scope.get("headers", []))
+
+    async def send_and_log(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            backend.log_request(method, path, int(message["status"]), idempotency_key=keyed)
+        await send(message)
+
+    return send_and_log
 
 
 def _without_body(send: Send) -> Send:
@@ -344,7 +362,7 @@ def create_app(backend: ReferenceBackend | None = None, *, admin_token: str | No
     )
     app.state.backend = world
     app.state.faults = faults
-    app.add_middleware(RequestMiddleware, faults=faults)
+    app.add_middleware(RequestMiddleware, faults=faults, backend=world)
     _install_error_handlers(app)
     _install_public_routes(app, world)
     if admin_token:

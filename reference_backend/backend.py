@@ -27,11 +27,15 @@ import heapq
 import logging
 import re
 import uuid
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from itertools import islice
 from pathlib import Path
 from typing import Final, Literal
+
+from typing_extensions import TypedDict  # pydantic reads it on Python 3.11 (the admin view)
 
 from backend_client import rules
 from backend_client.models import (
@@ -88,6 +92,18 @@ _CLUSTER_ID: Final = re.compile(r"(?!\.\.?\Z)[A-Za-z0-9._~-]{1,128}")  # one URL
 # A heap entry: (when, sequence, kind, cluster id, first ref, second ref).
 Event = tuple[datetime, int, str, str, str, str]
 
+REQUEST_LOG_SIZE: Final = 10_000
+
+
+class RequestRecord(TypedDict):
+    """One answered request outside the admin plane: never its token, headers or query."""
+
+    seq: int
+    method: str
+    path: str
+    status: int
+    idempotency_key: bool
+
 
 def _seconds(value: float) -> timedelta:
     return timedelta(seconds=value)
@@ -109,6 +125,9 @@ class ReferenceBackend:
         self.rng_seed = rng_seed
         self.idempotency = IdempotencyStore()
         self.inventory_available = True
+        # Every request outside the admin plane, as answered (faults included); memory only, kept across resets.
+        self.request_log: deque[RequestRecord] = deque(maxlen=REQUEST_LOG_SIZE)
+        self._request_seq = 0
         self._store: Store = SqliteStore(state_path) if state_path is not None else MemoryStore()
         self._organisations: dict[str, Organisation] = {}
         self._tokens: dict[str, Principal] = {}  # by token_digest(token), never by the token
@@ -768,6 +787,29 @@ class ReferenceBackend:
         self.inventory_available = available
         self._touch("meta", "world")
         self.commit()
+
+    # --- request log (for tests: what did Door see?) -----------------------------------------------
+
+    def log_request(self, method: str, path: str, status: int, *, idempotency_key: bool) -> RequestRecord:
+        """Record an answered request; the oldest records go once there are ``REQUEST_LOG_SIZE``."""
+        self._request_seq += 1
+        record = RequestRecord(
+            seq=self._request_seq, method=method, path=path, status=status, idempotency_key=idempotency_key
+        )
+        self.request_log.append(record)
+        return record
+
+    @property
+    def last_request_seq(self) -> int:
+        """The seq of the newest record (0 before any request): pass it to ``requests_since`` next time."""
+        return self._request_seq
+
+    def requests_since(self, seq: int) -> list[RequestRecord]:
+        """The records newer than ``seq``, oldest first (those still kept: the log holds the last 10,000)."""
+        if not self.request_log:
+            return []
+        first = self.request_log[0]["seq"]  # seqs in the log are consecutive
+        return list(islice(self.request_log, max(0, seq - first + 1), None))
 
     # --- persistence -----------------------------------------------------------------------------
 
