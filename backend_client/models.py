@@ -8,9 +8,9 @@ R-PATCH-01). Rule ids refer to ``shared/door-api-rules.md``.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
 
 POOL_SCHEMA = "nodepool.public.v1"
 NODE_SCHEMA = "node.public.v1"
@@ -96,15 +96,30 @@ class NodePoolList(_Response):
     total: int
 
 
+def _whole_number(value: Any) -> Any:
+    """A JSON number without a fraction is an integer, as in JSON Schema's data model (`3.0` is `3`).
+
+    The published schema says ``"type": "integer"``, which JSON Schema cannot narrow to "written
+    without .0", so the routes accept what it admits; `true`, `"3"`, `2.5`, NaN stay refused.
+    """
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+WholeInt = Annotated[StrictInt, BeforeValidator(_whole_number)]
+"""A request count or bound (R-ADD-04, R-ADD-06, R-PATCH-06): an integer, `3.0` included, never a bool."""
+
+
 class PublicNodePoolCreateRequest(_Request):
     """``POST /clusters/{id}/node-pools`` (R-ADD-01..07). Range and combination rules live in ``rules``."""
 
     name: str
     size: str
-    count: StrictInt = 1
+    count: WholeInt = 1
     auto_scale: StrictBool = False
-    min_nodes: StrictInt | None = None
-    max_nodes: StrictInt | None = None
+    min_nodes: WholeInt | None = None
+    max_nodes: WholeInt | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     tags: dict[str, str] = Field(default_factory=dict)
 
@@ -121,10 +136,10 @@ class PublicNodePoolPatchRequest(_Request):
     ``max_nodes`` may be sent as null, which clears them before the merge.
     """
 
-    count: StrictInt | None = None
+    count: WholeInt | None = None
     auto_scale: StrictBool | None = None
-    min_nodes: StrictInt | None = None
-    max_nodes: StrictInt | None = None
+    min_nodes: WholeInt | None = None
+    max_nodes: WholeInt | None = None
     labels: dict[str, str] | None = None
     tags: dict[str, str] | None = None
 

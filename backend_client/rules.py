@@ -21,6 +21,9 @@ from backend_client.models import (
     PublicNodePoolPatchRequest,
 )
 
+# Written as JSON Schema (ECMA-262) patterns, where `$` is the end of the input, and published as
+# such in /openapi.json. Python's `$` also matches before a final newline, so they are only ever
+# applied with `fullmatch` (see `is_dns_label`, `is_node_name`): `re.match` would let "batch\n" in.
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # R-ADD-01
 NODE_NAME = re.compile(r"^[a-z0-9][-a-z0-9.]{0,252}[a-z0-9]$")  # R-RNODE-03
 MAX_COUNT = 200  # R-ADD-04, R-PATCH-06
@@ -44,6 +47,16 @@ class Violation:
     def explain(self) -> str:
         where = f" ({self.field})" if self.field else ""
         return f"{self.rule}{where}: {self.message}. {self.fix}"
+
+
+def is_dns_label(name: str) -> bool:
+    """R-ADD-01: the whole name is an RFC 1123 DNS label (a trailing newline included)."""
+    return DNS_LABEL.fullmatch(name) is not None
+
+
+def is_node_name(name: str) -> bool:
+    """R-RNODE-03: the whole name matches the Kubernetes node-name pattern."""
+    return NODE_NAME.fullmatch(name) is not None
 
 
 # --- who and when --------------------------------------------------------------------------------
@@ -103,7 +116,7 @@ def _bounds_shape(count: int | None, min_nodes: int | None, max_nodes: int | Non
 def create_shape_violations(request: PublicNodePoolCreateRequest) -> list[Violation]:
     """R-ADD-01 and R-ADD-04/06 ranges: what is wrong with a create body on its own."""
     found: list[Violation] = []
-    if not DNS_LABEL.match(request.name):
+    if not is_dns_label(request.name):
         found.append(
             Violation(
                 "R-ADD-01",
@@ -187,7 +200,7 @@ def tier_violation(size: str, catalog: Mapping[str, MachineTier]) -> Violation |
 
 def node_name_violation(node_name: str) -> Violation | None:
     """R-RNODE-03: a node name must match the Kubernetes node-name pattern (400 otherwise)."""
-    if NODE_NAME.match(node_name):
+    if is_node_name(node_name):
         return None
     return Violation(
         "R-RNODE-03",

@@ -11,13 +11,13 @@ from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend_client.models import Cluster, Phase, PublicNodePoolCreateRequest
 from reference_backend.app import problem_responses, read_json_body
-from reference_backend.backend import ReferenceBackend
+from reference_backend.backend import ReferenceBackend, RequestRecord
 from reference_backend.clock import AdjustableClock, ClockError
 from reference_backend.errors import Refusal
 from reference_backend.faults import FaultBook, FaultRouteError, FaultSpec, FaultView
@@ -68,6 +68,11 @@ class TokenBody(_Body):
 
 class InventoryBody(_Body):
     available: bool = Field(strict=True)
+
+
+class RequestLogView(BaseModel):
+    items: list[RequestRecord]
+    next: int = Field(description="pass as `since` to get only the requests answered after these")
 
 
 class ClockView(BaseModel):
@@ -195,6 +200,14 @@ def admin_router(backend: ReferenceBackend, faults: FaultBook, admin_token: str)
     async def set_inventory(body: InventoryBody) -> dict[str, bool]:
         backend.set_inventory(body.available)
         return {"available": backend.inventory_available}
+
+    @router.get("/requests", response_model=RequestLogView)
+    async def list_requests(
+        since: int = Query(0, ge=0, description="the `next` of the previous call"),
+    ) -> RequestLogView:
+        """Requests answered outside the admin plane, oldest first: method, path, status, whether an
+        Idempotency-Key was sent; never a token, header or query. Only the last 10,000 are kept."""
+        return RequestLogView(items=backend.requests_since(since), next=backend.last_request_seq)
 
     @router.post("/faults", status_code=201, response_model=FaultView)
     async def add_fault(spec: FaultSpec) -> FaultView:

@@ -97,11 +97,13 @@ def _fault_refusal(fault: Fault) -> Refusal:
 
 
 class RequestMiddleware:
-    """Gives every request an id, applies fault rules (step 1 and step 14), never leaks a traceback."""
+    """Gives every request an id, applies fault rules (step 1 and step 14), never leaks a traceback,
+    and records every answer outside the admin plane in the backend's request log."""
 
-    def __init__(self, app: ASGIApp, faults: FaultBook) -> None:
+    def __init__(self, app: ASGIApp, faults: FaultBook, backend: ReferenceBackend) -> None:
         self.app = app
         self.faults = faults
+        self.backend = backend
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -111,6 +113,8 @@ class RequestMiddleware:
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
         path: str = scope["path"]
+        if not path.startswith("/_reference"):
+            send = _logged(send, self.backend, scope)
         if scope["method"] == "HEAD":
             # HEAD is GET without the body (RFC 9110 §9.3.2): same status, headers and length.
             scope = {**scope, "method": "GET"}
@@ -150,6 +154,20 @@ class RequestMiddleware:
             return
         if replace and fault is not None:
             await problem_response(_fault_refusal(fault), request_id)(scope, receive, send)
+
+
+def _logged(send: Send, backend: ReferenceBackend, scope: Scope) -> Send:
+    """``send``, recording the status actually answered before the client can see it."""
+    method: str = scope["method"]
+    path: str = scope["path"]
+    keyed = any(name.lower() == b"idempotency-key" and value.strip() for name, value in scope.get("headers", []))
+
+    async def send_and_log(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            backend.log_request(method, path, int(message["status"]), idempotency_key=keyed)
+        await send(message)
+
+    return send_and_log
 
 
 def _without_body(send: Send) -> Send:
@@ -344,14 +362,14 @@ def create_app(backend: ReferenceBackend | None = None, *, admin_token: str | No
     )
     app.state.backend = world
     app.state.faults = faults
-    app.add_middleware(RequestMiddleware, faults=faults)
+    app.add_middleware(RequestMiddleware, faults=faults, backend=world)
     _install_error_handlers(app)
     _install_public_routes(app, world)
     if admin_token:
         from reference_backend.admin import admin_router
 
         app.include_router(admin_router(world, faults, admin_token))
-    _install_openapi(app)
+    _install_openapi(app, world)
     return app
 
 
@@ -409,19 +427,22 @@ async def _answer_mutation(
                 headers={**stored.headers, "Idempotent-Replayed": "true"},
                 media_type="application/json",
             )
+    headers = {"X-Request-Id": _request_id(request) or ""}
     try:
         await _spend_fault_latency(request)
-        now = backend.now()
-        answer = change()  # synchronous: the checks and the change are atomic (R-OP-01)
+        # Synchronous from here: the checks and the change are atomic (R-OP-01), and the change and
+        # the answer it stores for replay are written to the state file in one transaction.
+        with backend.transaction():
+            now = backend.now()
+            text = json.dumps(change(), separators=(",", ":"))
+            if key_scope is not None:
+                expires_at = idempotency.IdempotencyStore.expiry(now)
+                answer = idempotency.StoredAnswer(fingerprint, 202, text, headers, expires_at)
+                backend.remember_answer(key_scope, answer)
     except BaseException:
         if key_scope is not None:
             backend.remember_answer(key_scope, None)
         raise
-    text = json.dumps(answer, separators=(",", ":"))
-    headers = {"X-Request-Id": _request_id(request) or ""}
-    if key_scope is not None:
-        expires_at = idempotency.IdempotencyStore.expiry(now)
-        backend.remember_answer(key_scope, idempotency.StoredAnswer(fingerprint, 202, text, headers, expires_at))
     return Response(text, status_code=202, headers=headers, media_type="application/json")
 
 
@@ -593,7 +614,7 @@ _SCHEMA_MODELS: Final[Sequence[type[BaseModel]]] = (
 )
 
 
-def _install_openapi(app: FastAPI) -> None:
+def _install_openapi(app: FastAPI, backend: ReferenceBackend) -> None:
     """The generated schema plus the request models the routes parse themselves (to keep the order of checks)."""
 
     def openapi() -> dict[str, Any]:
@@ -611,29 +632,60 @@ def _install_openapi(app: FastAPI) -> None:
             model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
             components.update(model_schema.pop("$defs", {}))
             components.setdefault(model.__name__, model_schema)
-        _document_request_rules(schema)
+        _document_request_rules(schema, sorted(backend.catalog))
         app.openapi_schema = schema
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def _document_request_rules(schema: dict[str, Any]) -> None:
+CROSS_FIELD_RULES: Final = (
+    "Cross-field rules JSON Schema cannot state, refused with 422 naming the rule: with auto_scale=true, "
+    "min_nodes (null → 1) ≤ max_nodes and min_nodes ≤ count ≤ max_nodes (R-ADD-06 on create; R-PATCH-04 on "
+    "a patch, checked after merging it with the stored pool, so a patch's other R-PATCH-04 refusals depend "
+    "on the stored pool too)."
+)
+
+
+def _document_request_rules(schema: dict[str, Any], tiers: Sequence[str]) -> None:
     """Write the rules the routes check themselves into the schema, so a client can see them up front.
 
     The request models are shared with the client and stay lax (the routes name the rule of each
-    refusal); the published schema says what is accepted: R-ADD-01 name pattern, R-ADD-04 / R-PATCH-06
-    ranges, R-PATCH-01 (a sent count, auto_scale, labels or tags is never null), R-PATCH-02 (at
-    least one field), R-RNODE-03 node name pattern (a mismatch is the documented 400).
+    refusal); the published schema says what is accepted: R-ADD-01 name pattern, R-ADD-03 the tier
+    ids, R-ADD-04 / R-PATCH-06 ranges, R-ADD-05 (count=0 needs auto_scale=true) and R-ADD-06
+    (auto_scale=true needs max_nodes) as if/then, R-PATCH-01 (a sent count, auto_scale, labels or
+    tags is never null), R-PATCH-02 (at least one field), R-RNODE-03 node name pattern (a mismatch
+    is the documented 400), R-AUTH-01 the bearer token. What no JSON Schema can say (comparisons
+    between two fields, or with the stored pool) is in the descriptions (``CROSS_FIELD_RULES``).
     """
     components = schema["components"]["schemas"]
-    create = components["PublicNodePoolCreateRequest"]["properties"]
+    components_security = schema["components"].setdefault("securitySchemes", {})
+    components_security["bearer"] = {"type": "http", "scheme": "bearer", "description": "R-AUTH-01"}
+    for path, operations in schema["paths"].items():
+        if path.startswith(PREFIX):
+            for operation in operations.values():
+                operation["security"] = [{"bearer": []}]
+    create_schema = components["PublicNodePoolCreateRequest"]
+    create = create_schema["properties"]
     create["name"].update(pattern=rules.DNS_LABEL.pattern, minLength=1, maxLength=63)
+    create["size"].update(enum=list(tiers), description="R-ADD-03: a machine tier id of GET /v1/public/machine-tiers.")
     create["count"].update(minimum=0, maximum=rules.MAX_COUNT)
     _integer_range(create["min_nodes"], minimum=0)
     _integer_range(create["max_nodes"], minimum=0, maximum=rules.MAX_COUNT)
+    create_schema["allOf"] = [
+        {  # R-ADD-05
+            "if": {"properties": {"count": {"const": 0}}, "required": ["count"]},
+            "then": {"properties": {"auto_scale": {"const": True}}, "required": ["auto_scale"]},
+        },
+        {  # R-ADD-06
+            "if": {"properties": {"auto_scale": {"const": True}}, "required": ["auto_scale"]},
+            "then": {"properties": {"max_nodes": {"type": "integer"}}, "required": ["max_nodes"]},
+        },
+    ]
+    create_schema["description"] = f"{create_schema.get('description', '')}\n\n{CROSS_FIELD_RULES}".strip()
     patch_schema = components["PublicNodePoolPatchRequest"]
     patch_schema["minProperties"] = 1
+    patch_schema["description"] = f"{patch_schema.get('description', '')}\n\n{CROSS_FIELD_RULES}".strip()
     patch = patch_schema["properties"]
     for name in ("count", "auto_scale", "labels", "tags"):
         field = patch[name]

@@ -27,10 +27,15 @@ import heapq
 import logging
 import re
 import uuid
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
+from itertools import islice
 from pathlib import Path
 from typing import Final, Literal
+
+from typing_extensions import TypedDict  # pydantic reads it on Python 3.11 (the admin view)
 
 from backend_client import rules
 from backend_client.models import (
@@ -63,6 +68,7 @@ from reference_backend.world import (
     iso,
     iso_or_none,
     parse_time,
+    token_digest,
 )
 
 log = logging.getLogger(__name__)
@@ -82,10 +88,22 @@ INVENTORY_RETRY_AFTER_SECONDS: Final = 5
 
 _NAME_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _TORN_DOWN: Final = frozenset({"Deprovisioned"})
-_CLUSTER_ID: Final = re.compile(r"(?!\.\.?$)[A-Za-z0-9._~-]{1,128}")  # one URL path segment, not . or ..
+_CLUSTER_ID: Final = re.compile(r"(?!\.\.?\Z)[A-Za-z0-9._~-]{1,128}")  # one URL path segment, not . or ..
 
 # A heap entry: (when, sequence, kind, cluster id, first ref, second ref).
 Event = tuple[datetime, int, str, str, str, str]
+
+REQUEST_LOG_SIZE: Final = 10_000
+
+
+class RequestRecord(TypedDict):
+    """One answered request outside the admin plane: never its token, headers or query."""
+
+    seq: int
+    method: str
+    path: str
+    status: int
+    idempotency_key: bool
 
 
 def _seconds(value: float) -> timedelta:
@@ -111,9 +129,12 @@ class ReferenceBackend:
         # test's admin client) injects the same faults.
         self.faults = FaultBook()
         self.inventory_available = True
+        # Every request outside the admin plane, as answered (faults included); memory only, kept across resets.
+        self.request_log: deque[RequestRecord] = deque(maxlen=REQUEST_LOG_SIZE)
+        self._request_seq = 0
         self._store: Store = SqliteStore(state_path) if state_path is not None else MemoryStore()
         self._organisations: dict[str, Organisation] = {}
-        self._tokens: dict[str, Principal] = {}
+        self._tokens: dict[str, Principal] = {}  # by token_digest(token), never by the token
         self._clusters: dict[str, Cluster] = {}
         self._pools: dict[str, Pool] = {}
         self._operations: dict[str, Operation] = {}
@@ -122,6 +143,7 @@ class ReferenceBackend:
         self._counter = 0
         self._now = clock.now()
         self._dirty: set[Key] = set()
+        self._holding = 0  # nesting depth of ``transaction()``: while > 0, ``commit`` waits
         if self._store.empty:
             self._seed(seed)
         else:
@@ -247,7 +269,7 @@ class ReferenceBackend:
 
     def authenticate(self, token: str | None) -> Principal:
         """R-AUTH-01: the principal a bearer token names; 401 when missing or unknown."""
-        principal = self._tokens.get(token) if token else None
+        principal = self._tokens.get(token_digest(token)) if token else None
         if principal is None:
             raise Refusal(
                 401,
@@ -748,18 +770,21 @@ class ReferenceBackend:
         return None if organisation is None else organisation.credit
 
     def put_token(self, token: str, user: str, organisation: str, role: Role) -> Principal:
+        """Issue (or re-issue) a token; only its SHA-256 is kept, in memory and in the state file."""
         principal = Principal(user, organisation, role)
-        self._tokens[token] = principal
+        digest = token_digest(token)
+        self._tokens[digest] = principal
         if organisation not in self._organisations:
             self._organisations[organisation] = Organisation(organisation, 0.0)
             self._touch("organisations", organisation)
-        self._touch("tokens", token)
+        self._touch("tokens", digest)
         self.commit()
         return principal
 
     def delete_token(self, token: str) -> None:
-        self._tokens.pop(token, None)
-        self._touch("tokens", token)
+        digest = token_digest(token)
+        self._tokens.pop(digest, None)
+        self._touch("tokens", digest)
         self.commit()
 
     def set_inventory(self, available: bool) -> None:
@@ -767,18 +792,59 @@ class ReferenceBackend:
         self._touch("meta", "world")
         self.commit()
 
+    # --- request log (for tests: what did Door see?) -----------------------------------------------
+
+    def log_request(self, method: str, path: str, status: int, *, idempotency_key: bool) -> RequestRecord:
+        """Record an answered request; the oldest records go once there are ``REQUEST_LOG_SIZE``."""
+        self._request_seq += 1
+        record = RequestRecord(
+            seq=self._request_seq, method=method, path=path, status=status, idempotency_key=idempotency_key
+        )
+        self.request_log.append(record)
+        return record
+
+    @property
+    def last_request_seq(self) -> int:
+        """The seq of the newest record (0 before any request): pass it to ``requests_since`` next time."""
+        return self._request_seq
+
+    def requests_since(self, seq: int) -> list[RequestRecord]:
+        """The records newer than ``seq``, oldest first (those still kept: the log holds the last 10,000)."""
+        if not self.request_log:
+            return []
+        first = self.request_log[0]["seq"]  # seqs in the log are consecutive
+        return list(islice(self.request_log, max(0, seq - first + 1), None))
+
     # --- persistence -----------------------------------------------------------------------------
 
     def _touch(self, table: str, key: str) -> None:
         self._dirty.add((table, key))
 
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Hold back every ``commit`` of the block and write what it touched in one ``Store.write``.
+
+        A mutation and its idempotency record (R-ADD-09, R-PATCH-09) are made in one such block,
+        so a crash leaves either both in the state file or neither: never a pool without the
+        answer that would replay it (a retry would be 409 R-ADD-02, or a second pool.update).
+        """
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
+            if not self._holding:
+                self.commit()
+
     def remember_answer(self, key_scope: str, answer: StoredAnswer | None) -> None:
-        """Store (or release) an idempotent answer and commit it with the change it answers."""
+        """Store (or release) an idempotent answer; inside ``transaction()`` it lands with the change."""
         self.idempotency.finish(key_scope, answer)
         self.commit()
 
     def commit(self) -> None:
-        """Write every row touched since the last commit, in one transaction."""
+        """Write every row touched since the last commit, in one transaction (deferred inside ``transaction()``)."""
+        if self._holding:
+            return
         for key_scope in self.idempotency.dirty:
             self._dirty.add(("idempotency", key_scope))
         self.idempotency.dirty.clear()
@@ -798,8 +864,8 @@ class ReferenceBackend:
                 deletes.add((table, key))
             else:
                 upserts[(table, key)] = doc
-        self._dirty.clear()
         self._store.write(upserts, deletes)
+        self._dirty.clear()  # only once written: rows a failed write held are written by the next commit
 
     def _doc_of(self, table: str, key: str) -> Doc | None:
         if table == "meta":
@@ -808,6 +874,7 @@ class ReferenceBackend:
                 "counter": self._counter,
                 "inventory_available": self.inventory_available,
                 "rng_seed": self.rng_seed,
+                "token_keys": "sha256",
             }
         if table == "organisations":
             organisation = self._organisations.get(key)
@@ -833,7 +900,9 @@ class ReferenceBackend:
         raise KeyError(table)
 
     def _load(self) -> None:
+        hashed_tokens = False
         for _, doc in self._store.load("meta"):
+            hashed_tokens = doc.get("token_keys") == "sha256"
             self._counter = doc["counter"]
             self.inventory_available = doc["inventory_available"]
             stored_now = parse_time(doc["now"])
@@ -843,7 +912,13 @@ class ReferenceBackend:
         for key, doc in self._store.load("organisations"):
             self._organisations[key] = Organisation.from_doc(doc)
         for key, doc in self._store.load("tokens"):
-            self._tokens[key] = Principal.from_doc(doc)
+            if hashed_tokens:
+                self._tokens[key] = Principal.from_doc(doc)
+            else:
+                # A state file from before tokens were hashed: rewrite its rows under their digests.
+                self._tokens[token_digest(key)] = Principal.from_doc(doc)
+                self._touch("tokens", key)
+                self._touch("tokens", token_digest(key))
         for _, doc in self._store.load("clusters"):
             cluster = Cluster.from_doc(doc)
             self._clusters[cluster.id] = cluster

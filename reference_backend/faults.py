@@ -21,7 +21,8 @@ class FaultSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # strict: false is not 0 and 1.0 is not 1 (the public API is as strict).
+    # strict: false is not 0 and 1.0 is not 1 (the public API refuses false too, and takes 1.0 as 1
+    # only because its published JSON Schema says "integer", which admits 1.0).
     route: str = "*"
     status: int | None = Field(default=503, ge=100, le=599, strict=True, description="null: latency only")
     count: int | None = Field(default=1, ge=0, strict=True)

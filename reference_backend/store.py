@@ -59,6 +59,8 @@ class SqliteStore(Store):
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # A deleted row's bytes are overwritten, not left in a free page (a migrated token row).
+        self._db.execute("PRAGMA secure_delete=ON")
         for table in TABLES:
             self._db.execute(f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY, doc TEXT NOT NULL)")
 

@@ -7,6 +7,7 @@ the rows a change touched. Public bodies are built from these records with ``to_
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable
@@ -64,6 +65,11 @@ class Organisation:
     @classmethod
     def from_doc(cls, doc: Doc) -> Organisation:
         return cls(doc["name"], float(doc["credit"]))
+
+
+def token_digest(token: str) -> str:
+    """The SHA-256 (hex) a bearer token is kept and looked up by: the state file never holds a token."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -78,3 +78,24 @@ async def test_a_patch_with_a_null_count_is_refused_as_the_schema_says(door: htt
         json={"count": None},
     )
     assert (response.status_code, response.json()["rule"]) == (422, "R-PATCH-01")
+
+
+async def test_the_schema_states_the_tiers_the_conditional_rules_and_the_bearer_token(
+    door: httpx2.AsyncClient,
+) -> None:
+    """R-ADD-03 (size is a catalog tier id), R-ADD-05 / R-ADD-06 as if/then, R-AUTH-01 as a bearer
+    scheme; the cross-field comparisons JSON Schema cannot state are named in the description."""
+    schema = (await door.get("/openapi.json")).json()
+    create = schema["components"]["schemas"]["PublicNodePoolCreateRequest"]
+    tiers = (await door.get("/v1/public/machine-tiers", headers={"Authorization": "Bearer demo-admin-token"})).json()
+    assert create["properties"]["size"]["enum"] == sorted(t["id"] for t in tiers["items"])
+    conditions = {(tuple(c["if"]["required"]), tuple(c["then"]["required"])) for c in create["allOf"]}
+    assert conditions == {(("count",), ("auto_scale",)), (("auto_scale",), ("max_nodes",))}
+    assert "R-ADD-06" in create["description"] and "R-PATCH-04" in create["description"]
+    assert schema["components"]["securitySchemes"]["bearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "R-AUTH-01",
+    }
+    public = [op for path, ops in schema["paths"].items() if path.startswith("/v1/public") for op in ops.values()]
+    assert all(op["security"] == [{"bearer": []}] for op in public)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 
 import httpx2
@@ -14,6 +14,7 @@ from reference_backend import seed
 from reference_backend.app import create_app
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
+from reference_backend.world import token_digest
 from tests.conftest import ADMIN_TOKEN, BASE_URL, auth
 
 pytestmark = pytest.mark.anyio
@@ -142,3 +143,116 @@ async def test_the_node_inventory_snapshot_survives_a_restart(tmp_path: Path) ->
     async with serve(second) as door:
         assert (await door.get(f"{CLUSTER}/nodes", headers=ADMIN)).json() == before
     second.close()
+
+
+class PowerCut(Exception):
+    """The process dying between two writes of the state file."""
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "kind"),
+    [
+        ("POST", f"{CLUSTER}/node-pools", {"name": "batch", "size": "dks.c5.large"}, "pool.create"),
+        ("PATCH", f"{CLUSTER}/node-pools/workers", {"count": 3}, "pool.update"),
+    ],
+)
+async def test_a_change_and_its_idempotency_record_are_one_write_so_a_retry_after_a_crash_replays(
+    tmp_path: Path, method: str, path: str, body: dict[str, object], kind: str
+) -> None:
+    """R-ADD-09, R-PATCH-09: the process dies at the first state-file write after the one holding the
+    change. The change and the answer stored for its Idempotency-Key must be in that one write, so the
+    retry with the same key on the restarted backend is a replay (202, one pool, one operation), not
+    409 R-ADD-02 for the pool it created nor a second pool.update."""
+    state = tmp_path / "door.sqlite"
+    first = ReferenceBackend(ManualClock(), state_path=state)
+    store = first._store
+    original = store.write
+    written: list[set[str]] = []
+
+    def write_then_die(upserts: dict[tuple[str, str], object], deletes: set[tuple[str, str]]) -> None:
+        if written:
+            raise PowerCut
+        written.append({table for table, _ in upserts})
+        original(upserts, deletes)  # type: ignore[arg-type]
+
+    store.write = write_then_die  # type: ignore[method-assign]
+    key = ADMIN | {"Idempotency-Key": "crash-1"}
+    async with serve(first) as door:
+        await door.request(method, path, headers=key, json=body)
+    assert {"pools", "operations", "idempotency"} <= written[0]
+
+    second = ReferenceBackend(ManualClock(), state_path=state)
+    async with serve(second) as door:
+        retry = await door.request(method, path, headers=key, json=body)
+        assert (retry.status_code, retry.headers.get("idempotent-replayed")) == (202, "true"), retry.text
+        operations = (await door.get(f"{CLUSTER}/state", headers=ADMIN)).json()["operations"]
+        assert [op["kind"] for op in operations] == [kind]
+        pools = (await door.get(f"{CLUSTER}/node-pools", headers=ADMIN)).json()["items"]
+        assert sorted(p["name"] for p in pools) == (["batch", "workers"] if method == "POST" else ["workers"])
+    second.close()
+    store.close()
+
+
+def _state_bytes(state: Path) -> tuple[list[Path], bytes]:
+    """The state file, its WAL and shared-memory index, and all their bytes together."""
+    files = sorted(state.parent.glob(state.name + "*"))
+    return files, b"".join(path.read_bytes() for path in files)
+
+
+async def test_the_state_file_keeps_tokens_as_sha256_digests_only(tmp_path: Path) -> None:
+    """R-AUTH-01: a token is kept (and looked up) by its SHA-256; no byte of the state file or its WAL
+    is a token, and a backend restarted from the file still knows every token, and only those."""
+    state = tmp_path / "door.sqlite"
+    first = ReferenceBackend(ManualClock(), state_path=state)
+    issued, revoked = "nia-3b1f9c-issued-token", "old-7d2e4a-revoked-token"
+    async with serve(first) as door:
+        for token in (issued, revoked):
+            body = {"organisation": "payments", "role": "member", "user": "nia"}
+            assert (await door.put(f"/_reference/tokens/{token}", headers=auth(ADMIN_TOKEN), json=body)).is_success
+        assert (await door.delete(f"/_reference/tokens/{revoked}", headers=auth(ADMIN_TOKEN))).status_code == 204
+        added = await door.post(
+            f"{CLUSTER}/node-pools",
+            headers=ADMIN | {"Idempotency-Key": "add-batch"},
+            json={"name": "batch", "size": "dks.c5.large"},
+        )
+        assert added.status_code == 202
+        assert (await door.get(CLUSTER, headers=auth(issued))).status_code == 200
+    # No close: what a crash leaves behind, the write-ahead log included.
+    files, raw = _state_bytes(state)
+    assert state.with_name("door.sqlite-wal") in files
+    for token in (*seed.DEMO_TOKENS, issued, revoked, ADMIN_TOKEN):
+        assert token.encode() not in raw, token
+    assert token_digest(issued).encode() in raw
+
+    second = ReferenceBackend(ManualClock(), state_path=state)
+    async with serve(second) as door:
+        assert (await door.get(CLUSTER, headers=auth(issued))).status_code == 200
+        assert (await door.get(CLUSTER, headers=ADMIN)).status_code == 200
+        assert (await door.get(CLUSTER, headers=auth(revoked))).status_code == 401
+        replay = await door.post(
+            f"{CLUSTER}/node-pools",
+            headers=ADMIN | {"Idempotency-Key": "add-batch"},
+            json={"name": "batch", "size": "dks.c5.large"},
+        )
+        assert (replay.status_code, replay.headers.get("idempotent-replayed")) == (202, "true")
+    second.close()
+    first.close()
+
+
+async def test_a_state_file_with_raw_token_keys_is_rewritten_to_digests(tmp_path: Path) -> None:
+    """R-AUTH-01: a file written before tokens were hashed still authenticates its tokens, and the
+    load rewrites its rows so that the raw token leaves the file."""
+    state = tmp_path / "door.sqlite"
+    ReferenceBackend(ManualClock(), state_path=state).close()
+    with sqlite3.connect(state) as db:  # the old layout: raw tokens as keys, no token_keys marker
+        for token in seed.DEMO_TOKENS:
+            db.execute("UPDATE tokens SET key = ? WHERE key = ?", (token, token_digest(token)))
+        db.execute("UPDATE meta SET doc = json_remove(doc, '$.token_keys')")
+    db.close()
+    legacy = ReferenceBackend(ManualClock(), state_path=state)
+    async with serve(legacy) as door:
+        assert (await door.get(CLUSTER, headers=ADMIN)).status_code == 200
+    legacy.close()
+    with closing(sqlite3.connect(state)) as db:
+        keys = {row[0] for row in db.execute("SELECT key FROM tokens")}
+    assert keys == {token_digest(token) for token in seed.DEMO_TOKENS}

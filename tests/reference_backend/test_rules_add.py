@@ -53,6 +53,43 @@ async def test_r_add_01_malformed_name_is_422(door: httpx2.AsyncClient, name: st
     assert len((await get_cluster(door)).node_pools) == 1
 
 
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"count": 3.0}, (3, False, None, None)),
+        ({"count": 4.0, "auto_scale": True, "min_nodes": 2.0, "max_nodes": 170.0}, (4, True, 2, 170)),
+        ({"count": 1e1}, (10, False, None, None)),
+    ],
+)
+async def test_r_add_04_a_whole_number_float_is_an_integer(
+    door: httpx2.AsyncClient, body: dict[str, Any], expected: tuple[object, ...]
+) -> None:
+    """R-ADD-04 / R-ADD-06: the schema says "integer", and in JSON Schema `170.0` is one; it is
+    accepted and stored as the integer."""
+    await fund(door)
+    cluster = accepted_cluster(await add_pool(door, {"name": "batch", "size": "dks.c5.large"} | body))
+    pool = cluster.pool("batch")
+    assert pool is not None
+    assert (pool.count, pool.auto_scale, pool.min_nodes, pool.max_nodes) == expected
+    assert all(type(value) is int for value in (pool.count, pool.min_nodes, pool.max_nodes) if value is not None)
+
+
+@pytest.mark.parametrize("count", [2.5, True, "3", 1e300])
+async def test_r_add_04_a_fraction_a_bool_or_a_string_is_not_a_count(door: httpx2.AsyncClient, count: object) -> None:
+    """R-ADD-04: `2.5`, `true` and `"3"` are not integers (422), nor is a whole float beyond the range."""
+    await fund(door)
+    problem(await add_pool(door, {"name": "batch", "size": "dks.c5.large", "count": count}), 422, "R-ADD-04")
+
+
+@pytest.mark.parametrize("name", ["other\n", "batch\n", "\nbatch", "batch\r\n"])
+async def test_r_add_01_a_name_with_a_newline_is_422(door: httpx2.AsyncClient, name: str) -> None:
+    """R-ADD-01: the whole name must be a DNS label; Python's `$` matching before a final newline
+    once let `"other\\n"` through as a pool name."""
+    await fund(door)
+    problem(await add_pool(door, {"name": name, "size": "dks.c5.xlarge"}), 422, "R-ADD-01", field="name")
+    assert [p.name for p in (await get_cluster(door)).node_pools] == ["workers"]
+
+
 @pytest.mark.parametrize("name", ["a", "b2", "batch-1", "0pool", "a" * 63])
 async def test_r_add_01_dns_label_names_are_accepted(door: httpx2.AsyncClient, name: str) -> None:
     """R-ADD-01: 1 to 63 of [a-z0-9-], starting and ending alphanumeric → 202."""

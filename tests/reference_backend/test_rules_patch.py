@@ -401,3 +401,11 @@ async def test_r_patch_10_adding_the_new_tier_keeps_the_old_pool_running(door: h
     cluster = accepted_cluster(await add_pool(door, {"name": "workers-m5", "size": "dks.m5.xlarge", "count": 2}))
     old = cluster.pool("workers")
     assert old is not None and old.lifecycle == "active" and old.count == 2
+
+
+async def test_r_patch_06_a_whole_number_float_is_an_integer(door: httpx2.AsyncClient) -> None:
+    """R-PATCH-06: `{"count": 3.0}` is the integer 3 (the schema's "integer" admits it); `2.5` is not."""
+    await fund(door)
+    pool = accepted_cluster(await patch_pool(door, "workers", {"count": 3.0})).pool("workers")
+    assert pool is not None and pool.count == 3 and type(pool.count) is int
+    problem(await patch_pool(door, "workers", {"labels": {}, "max_nodes": 2.5}), 422)

@@ -91,6 +91,14 @@ async def test_r_rnode_03_bad_node_name_is_400(door: httpx2.AsyncClient, name: s
     problem(await replace_node(door, name), 400, "R-RNODE-03")
 
 
+@pytest.mark.parametrize("encoded", ["node%0A", "payments-prod-workers-abc12%0A", "node%0D%0A"])
+async def test_r_rnode_03_a_node_name_ending_in_a_newline_is_400(door: httpx2.AsyncClient, encoded: str) -> None:
+    """R-RNODE-03: the whole name must match; `node%0A` (a trailing newline) is 400, not a 202
+    that fails later, and starts no operation."""
+    problem(await replace_node(door, encoded), 400, "R-RNODE-03")
+    assert (await get_state(door)).operations == []
+
+
 @pytest.mark.parametrize("name", ["ab", "ip-10-0-0-1.eu-west-1.compute.internal", "n" * 254])
 async def test_r_rnode_03_well_formed_names_are_accepted(door: httpx2.AsyncClient, name: str) -> None:
     """R-RNODE-03: names matching the pattern (2 to 254 chars, dots allowed inside) → 202."""
