@@ -9,18 +9,16 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from backend_client import models
 from backend_client.errors import OperationFailed
 from maya_tools.errors import door_errors
 from maya_tools.runtime import runtime_of
+from maya_tools.tools.arguments import CLUSTER_MAX, ClusterArg, Flag, Name, Number, Whole
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
 
-ClusterArg = Annotated[
-    str, Field(min_length=1, description="The cluster's name (for example `payments-prod`) or its id.")
-]
 
 
 class _Result(BaseModel):
@@ -90,7 +88,9 @@ def register(mcp: MCPServer[Any]) -> None:
     @mcp.tool(annotations=READ)
     async def list_clusters(
         ctx: Context[Any, Any],
-        name: Annotated[str | None, Field(description="Only the cluster with this exact name.")] = None,
+        name: Annotated[
+            StrictStr | None, Field(max_length=CLUSTER_MAX, description="Only the cluster with this exact name.")
+        ] = None,
     ) -> ClusterListResult:
         """List the DKS clusters you can see, with their phase and planned capacity."""
         runtime = runtime_of(ctx)
@@ -135,13 +135,13 @@ def register(mcp: MCPServer[Any]) -> None:
         ctx: Context[Any, Any],
         cluster: ClusterArg,
         pool: Annotated[
-            str | None, Field(min_length=1, description="Only this pool's workers; omit for the whole cluster.")
+            Name | None, Field(min_length=1, description="Only this pool's workers; omit for the whole cluster.")
         ] = None,
         wait_for_fresh: Annotated[
-            bool, Field(description="Wait (briefly) until Door's snapshot is neither cold nor stale.")
+            Flag, Field(description="Wait (briefly) until Door's snapshot is neither cold nor stale.")
         ] = False,
-        offset: Annotated[int, Field(ge=0, description="Index of the first worker to return.")] = 0,
-        limit: Annotated[int, Field(ge=1, le=200, description="At most this many workers in `items`.")] = 50,
+        offset: Annotated[Whole, Field(ge=0, description="Index of the first worker to return.")] = 0,
+        limit: Annotated[Whole, Field(ge=1, le=200, description="At most this many workers in `items`.")] = 50,
     ) -> NodesResult:
         """The workers of a cluster or pool with their status, summarised by pool and status, in pages.
 
@@ -183,10 +183,10 @@ def register(mcp: MCPServer[Any]) -> None:
         ctx: Context[Any, Any],
         cluster: ClusterArg,
         follow: Annotated[
-            str | None,
+            Name | None,
             Field(description="An operation id, pool name or node name: wait until its running operation ends."),
         ] = None,
-        timeout_seconds: Annotated[float, Field(gt=0, le=900, description="How long to follow at most.")] = 120.0,
+        timeout_seconds: Annotated[Number, Field(gt=0, le=900, description="How long to follow at most.")] = 120.0,
     ) -> OperationsResult:
         """The cluster's phase and its pool and node operations, newest first (R-OP-03).
 
