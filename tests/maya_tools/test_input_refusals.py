@@ -16,8 +16,10 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
 
+from backend_client.models import PublicNodePoolCreateRequest
 from confirmation_cards import SqliteCardStore
-from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_CLUSTER_ID
+from reference_backend.backend import ReferenceBackend
+from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_CLUSTER_ID, DEMO_ORGANISATION
 from tests.conftest import auth
 from tests.maya_tools.conftest import MODES, Person, operations
 
@@ -203,3 +205,56 @@ async def test_a_name_too_long_for_door_is_refused_by_its_rule_echoing_only_80_c
     assert "a" * 81 not in said and len(said) < 800, said
     assert all("a" * 81 not in caplog.handler.format(record) for record in caplog.records)
     await assert_nothing_stored_or_sent(card_store, door, before)
+
+
+def _wide(i: int, n: int) -> str:
+    """A string of exactly ``n`` characters that escapes badly: Markdown and HTML specials, non-ASCII."""
+    return (f"{i:03d}&<>*_`[é😀" * n)[:n]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_card_a_person_reads_stays_under_8_kb_for_64_labels_of_the_largest_size(
+    connect: Callable[..., Client], door: httpx2.AsyncClient, mode: str
+) -> None:
+    labels = {_wide(i, 253): _wide(i, 253) for i in range(64)}
+    person = Person("decline")
+    async with connect(mode, person) as client:
+        result = await client.call_tool(
+            "relabel_node_pool", {"cluster": "payments-prod", "pool": "workers", "labels": labels, "tags": labels}
+        )
+    data = result.structured_content
+    assert data is not None and data["status"] == "declined", text_of(result)[:500]
+    assert data["card"]["body"]["labels"] == labels  # the card binds the exact body, shown abridged
+    [message] = person.messages
+    assert len(message.encode()) <= 8_000
+    assert "cut here" not in message  # the renderer abridged it; the last bound in question() was not needed
+    assert "and 56 more" in message or "more" in message
+    assert "Approve this change?" in message
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_card_stays_under_8_kb_when_the_pool_already_carries_500_labels(
+    backend: ReferenceBackend, connect: Callable[..., Client], mode: str
+) -> None:
+    crowded = {f"{i:03d}" + "&" * 60: "&" * 200 for i in range(500)}  # every "&" is shown as "&amp;"
+    backend.install_cluster(
+        name="crowded",
+        organisation=DEMO_ORGANISATION,
+        pools=[
+            PublicNodePoolCreateRequest(name="busy", size="dks.c5.large", count=1, labels=crowded, tags=crowded),
+            PublicNodePoolCreateRequest(name="spare", size="dks.c5.large", count=1),
+        ],
+    )
+    person = Person("decline")
+    async with connect(mode, person) as client:
+        relabel = await client.call_tool(
+            "relabel_node_pool", {"cluster": "crowded", "pool": "busy", "labels": {}, "tags": {}}
+        )
+        scale = await client.call_tool("scale_node_pool", {"cluster": "crowded", "pool": "busy", "count": 2})
+    for result in (relabel, scale):
+        assert not result.is_error, text_of(result)[:500]
+    assert len(person.messages) == 2
+    for message in person.messages:
+        assert len(message.encode()) <= 8_000, len(message.encode())
+        assert "cut here" not in message  # the renderer abridged it; the last bound in question() was not needed
+    assert "more" in person.messages[0]
