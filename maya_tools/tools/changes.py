@@ -21,6 +21,7 @@ from maya_tools.tools.arguments import AutoArg, ClusterArg, CountArg, MapArg, Ma
 # One change tool per card action: the tool names are the actions' names.
 CHANGE_TOOLS: frozenset[str] = frozenset(get_args(Action))
 
+
 def _change(destructive: bool) -> ToolAnnotations:
     return ToolAnnotations(
         read_only_hint=False, destructive_hint=destructive, idempotent_hint=False, open_world_hint=True
