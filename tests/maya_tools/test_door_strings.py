@@ -4,11 +4,13 @@ in the read tools' ``content`` and ``structuredContent`` and in everything the c
 
 from __future__ import annotations
 
+import io
 import unicodedata
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
@@ -16,6 +18,8 @@ from mcp_types import TextContent
 
 from backend_client import models
 from backend_client.models import PublicNodePoolCreateRequest
+from maya_tools.chat import open_session, repl
+from maya_tools.chat_terminal import ApprovalPrompt, Terminal
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
 from reference_backend.seed import DEMO_ORGANISATION
@@ -132,3 +136,48 @@ def test_an_operations_error_and_message_reach_the_model_capped_and_clean() -> N
     for text in strings(cleaned.model_dump(mode="json")):
         assert not invisible(text) and len(text) <= DOOR_TEXT_LIMIT
     assert cleaned.error is not None and cleaned.error.startswith("boom [2J ]0;pwned")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_chat_prints_nothing_raw_from_door(
+    server: MCPServer[Any], hostile: ReferenceBackend, clock: ManualClock, mode: str
+) -> None:
+    out = io.StringIO()
+    requests = iter(
+        [
+            "show clusters",
+            f"show cluster {CLUSTER_ID}",
+            f"show pools on {CLUSTER_ID}",
+            f"show nodes on {CLUSTER_ID}",
+            f"show operations on {CLUSTER_ID}",
+            f"scale workers on {CLUSTER_ID} to 2",
+            "n",
+        ]
+    )
+
+    def read(prompt: str) -> str:
+        said = next(requests, None)
+        if said is None:
+            raise EOFError
+        if "nodes" in said:
+            clock.advance(120)  # past the cold first read
+        return said
+
+    terminal = Terminal(read, out, discard=lambda: None)
+    approval = ApprovalPrompt(terminal)
+    async with Client(server, mode=mode, elicitation_callback=approval) as client:
+        session = await open_session(client, terminal, anthropic_client=None, model="unused")
+        with anyio.fail_after(30):
+            await repl(terminal, session)
+    shown = out.getvalue()
+    assert "hostile" in shown and "pay" in shown and "you declined" in shown, shown
+    assert not invisible(shown, allowed="\n"), [ch for ch in invisible(shown, allowed="\n")][:5]
+    assert "\\x1b[2J" in shown or "[2J" in shown  # visible as text, never as an escape
+    for line in shown.splitlines():
+        assert len(line) <= 400, line[:200]
+
+
+def test_the_terminal_shows_control_characters_as_visible_escapes() -> None:
+    out = io.StringIO()
+    Terminal(out=out).line("name" + HOSTILE + "\tend")
+    assert out.getvalue() == "name\\x1b[2J\\x1b]0;pwned\\x07\\u202e\\x0d end\n"
