@@ -23,6 +23,10 @@ from confirmation_cards.models import Card
 NAME_LIMIT = 64
 MESSAGE_LIMIT = 400
 MAP_ENTRIES = 8
+# However many labels a pool carries and however they escape, one map in a diff or in the shown
+# body costs at most about this many bytes, so a card stays a few KB (the elicitation a person reads).
+MAP_SHOWN_BYTES = 600
+BODY_SHOWN = 1_500  # a body whose JSON is longer is shown abridged (the digest still binds the exact body)
 
 # Backslash escapes for the Markdown punctuation that can start markup inside a line (values are
 # always inline, inside quotes, so list and heading markers at a line start cannot occur); `&`, `<`
@@ -70,8 +74,16 @@ def quoted(text: str) -> str:
     return f"“{text}”"
 
 
+def _more(shown: list[str], total: int) -> list[str]:
+    return [*shown, f"… and {total - len(shown)} more"] if total > len(shown) else shown
+
+
 def show(value: Any) -> str:
-    """A diff value in words: none, true/false, numbers, quoted strings, and maps of quoted strings."""
+    """A diff value in words: none, true/false, numbers, quoted strings, and maps of quoted strings.
+
+    A map shows its first entries (by key) up to ``MAP_ENTRIES`` and ``MAP_SHOWN_BYTES``, then how
+    many more there are.
+    """
     if value is None:
         return "none"
     if isinstance(value, bool):
@@ -82,13 +94,50 @@ def show(value: Any) -> str:
         if not value:
             return "{}"
         items = sorted(value.items())
-        shown = [f"{quoted(safe_text(k))}: {show(v)}" for k, v in items[:MAP_ENTRIES]]
-        if len(items) > MAP_ENTRIES:
-            shown.append(f"… {len(items) - MAP_ENTRIES} more")
-        return "{" + ", ".join(shown) + "}"
+        shown: list[str] = []
+        used = 0
+        for k, v in items[:MAP_ENTRIES]:
+            entry = f"{quoted(safe_text(k))}: {show(v)}"
+            used += len(entry.encode()) + 2
+            if shown and used > MAP_SHOWN_BYTES:
+                break
+            shown.append(entry)
+        return "{" + ", ".join(_more(shown, len(items))) + "}"
     if isinstance(value, list):
-        return "[" + ", ".join(show(v) for v in value[:MAP_ENTRIES]) + "]"
+        return "[" + ", ".join(_more([show(v) for v in value[:MAP_ENTRIES]], len(value))) + "]"
     return quoted(safe_text(value))
+
+
+def _dumps(value: Any, **indent: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=True, **indent)
+
+
+def _abridged(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The body with strings cut to ``NAME_LIMIT`` and each map cut to ``MAP_SHOWN_BYTES`` of JSON,
+    and how many map entries were left out."""
+
+    def cut(text: str) -> str:
+        return text if len(text) <= NAME_LIMIT else text[: NAME_LIMIT - 1] + "…"
+
+    left = 0
+    short: dict[str, Any] = {}
+    for key, value in body.items():
+        if isinstance(value, str):
+            short[key] = cut(value)
+        elif isinstance(value, dict):
+            kept: dict[str, Any] = {}
+            used = 0
+            for k, v in sorted(value.items())[:MAP_ENTRIES]:
+                entry = {cut(k): cut(v) if isinstance(v, str) else v}
+                used += len(_dumps(entry))
+                if kept and used > MAP_SHOWN_BYTES:
+                    break
+                kept.update(entry)
+            left += len(value) - len(kept)
+            short[key] = kept
+        else:
+            short[key] = value
+    return short, left
 
 
 def json_block(body: dict[str, Any]) -> str:
@@ -96,14 +145,25 @@ def json_block(body: dict[str, Any]) -> str:
 
     The JSON is the body that is sent (same values); ``<``, ``>`` and ``&`` are written as \\u escapes
     and non-ASCII as \\u escapes too, so nothing in it can read as HTML or hide a character, and the
-    fence is longer than any backtick run inside so the body cannot close it.
+    fence is longer than any backtick run inside so the body cannot close it. A body longer than
+    ``BODY_SHOWN`` (hundreds of labels, long values) is shown abridged and says so; the digest shown
+    with it is always of the exact body, which the card's ``body`` field holds in full.
     """
-    text = json.dumps(body, indent=2, sort_keys=True, ensure_ascii=True)
+    text = _dumps(body, indent=2)
+    note = ""
+    if len(text) > BODY_SHOWN:
+        short, left = _abridged(body)
+        text = _dumps(short, indent=2)
+        more = f"{left} more map entries left out, " if left else ""
+        note = (
+            f"\n(Abridged for display: {more}long strings cut to {NAME_LIMIT} characters. The digest is of "
+            "the exact body, which the card's `body` field holds in full.)"
+        )
     for ch in "<>&":
         text = text.replace(ch, f"\\u{ord(ch):04x}")
     runs = [len(run) for run in re.findall(r"`+", text)]
     fence = "`" * max(3, max(runs, default=0) + 1)
-    return f"{fence}json\n{text}\n{fence}"
+    return f"{fence}json\n{text}\n{fence}{note}"
 
 
 def when(value: datetime) -> str:

@@ -156,11 +156,19 @@ async def card_for(
     return keep_or_store(runtime, planned)
 
 
+QUESTION_MAX_BYTES = 8_000
+ASK = "\n\nApprove this change? Accept with `approve` ticked to execute it once; decline to discard it."
+CUT = "\n… (the card is cut here to fit the question; get_card shows all of it)"
+
+
 def question(card: Card) -> str:
-    return (
-        render_text(card)
-        + "\n\nApprove this change? Accept with `approve` ticked to execute it once; decline to discard it."
-    )
+    """The card as the person reads it, at most ``QUESTION_MAX_BYTES`` (the renderer already abridges
+    maps and long values; this is the last bound, and it keeps the question itself)."""
+    text = render_text(card)
+    room = QUESTION_MAX_BYTES - len(ASK.encode()) - len(CUT.encode())
+    if len(text.encode()) > room + len(CUT.encode()):
+        text = text.encode()[:room].decode(errors="ignore") + CUT
+    return text + ASK
 
 
 # The card a call is about to ask about, kept per call so that an answer the SDK cannot parse

@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, Tool
 
-from maya_tools.chat_terminal import Terminal, call_line
+from maya_tools.chat_terminal import Terminal, call_line, short
 from maya_tools.tools.changes import CHANGE_TOOLS
 
 Block = dict[str, Any]
@@ -114,8 +114,8 @@ def outcome_line(name: str, result: CallToolResult) -> str | None:
         return None
     card = data.get("card") or {}
     if data["changed"]:
-        return f"  ✓ executed: card {card.get('id')} — Door accepted the change"
-    return f"  · {data['status']}: card {card.get('id')} — nothing changed"
+        return f"  ✓ executed: card {short(card.get('id'))} — Door accepted the change"
+    return f"  · {short(data['status'])}: card {short(card.get('id'))} — nothing changed"
 
 
 class ModelChat:
@@ -246,7 +246,7 @@ class ModelChat:
         # from looking as if it meant something (DESIGN.md "Approval: what must hold", 1).
         undeclared = sorted(set(arguments) - declared)
         if undeclared:
-            self.terminal.line(f"  ✗ {name} has no argument {', '.join(undeclared)}; not called")
+            self.terminal.line(f"  ✗ {short(name)} has no argument {short(', '.join(undeclared), 200)}; not called")
             return _refused(
                 tool_use_id,
                 f"{name} takes no argument {', '.join(undeclared)}; it was not called. Use only the arguments "
@@ -256,7 +256,7 @@ class ModelChat:
         try:
             result = await self.mcp.call_tool(name, arguments)
         except MCPError as error:
-            self.terminal.line(f"  ✗ {error}")
+            self.terminal.line(f"  ✗ {short(error, 400)}")
             return _refused(tool_use_id, f"The tool call failed: {error}")
         said = outcome_line(name, result)
         if said:

@@ -14,7 +14,7 @@ from typing import Any
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
 
-from maya_tools.chat_terminal import Terminal, call_line
+from maya_tools.chat_terminal import Terminal, call_line, short
 from maya_tools.interpreter import Reply, ToolCall, interpret
 
 ACTIONS = {
@@ -35,8 +35,21 @@ _FOLLOW = {
 }
 
 
+MAP_SHOWN = 8
+ERROR_SHOWN = 2_000
+
+
 def result_text(result: CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def _map(value: Any) -> str:
+    """A label or tag map as JSON, at most ``MAP_SHOWN`` entries of short keys and values."""
+    if not isinstance(value, dict):
+        return short(json.dumps(value))
+    kept = {short(k, 40): short(v, 40) for k, v in list(value.items())[:MAP_SHOWN]}
+    more = len(value) - len(kept)
+    return json.dumps(kept) + (f" (and {more} more)" if more else "")
 
 
 class OfflineChat:
@@ -62,7 +75,7 @@ class OfflineChat:
 def answer(call: ToolCall, result: CallToolResult) -> str:
     """What happened, in words, from the tool's result alone."""
     if result.is_error:
-        text = result_text(result)
+        text = short(result_text(result), ERROR_SHOWN)
         prefix = f"Error executing tool {call.tool}: "
         text = text.removeprefix(prefix)
         if call.tool in ACTIONS:
@@ -79,10 +92,10 @@ def answer(call: ToolCall, result: CallToolResult) -> str:
 
 def change(data: dict[str, Any]) -> str:
     card = data.get("card") or {}
-    what = ACTIONS.get(card.get("action", ""), "this change").format(target=card.get("target", "?"))
-    where = card.get("cluster_name", "the cluster")
+    what = ACTIONS.get(card.get("action", ""), "this change").format(target=short(card.get("target", "?")))
+    where = short(card.get("cluster_name", "the cluster"))
     status = data.get("status")
-    message = data.get("message", "")
+    message = short(data.get("message", ""), ERROR_SHOWN)
     if data.get("changed"):
         diff = _what_changed(card)
         op = f" (operation {data['operation_id']})" if data.get("operation_id") else ""
@@ -108,18 +121,18 @@ def change(data: dict[str, Any]) -> str:
 def _what_changed(card: dict[str, Any]) -> str:
     body = card.get("body") or {}
     if card.get("action") == "add_node_pool":
-        return f"a new pool {body.get('name')} of {body.get('count', 1)} × {body.get('size')}"
+        return f"a new pool {short(body.get('name'))} of {body.get('count', 1)} × {short(body.get('size'))}"
     if card.get("action") == "replace_node":
         if _node_unlisted(card):
             return (
-                f"nothing yet: Door took the request, but no node named {card.get('target')} was listed when the "
+                f"nothing yet: Door took the request, but no node named {short(card.get('target'))} was listed when the "
                 "card was made, so the replacement will most likely fail and no worker changes (R-RNODE-04)"
             )
-        return f"node {card.get('target')} is being replaced; the pool keeps its count (R-RNODE-02)"
+        return f"node {short(card.get('target'))} is being replaced; the pool keeps its count (R-RNODE-02)"
     if card.get("action") == "remove_node_pool":
-        return f"pool {card.get('target')} is being removed"
+        return f"pool {short(card.get('target'))} is being removed"
     return "; ".join(
-        f"{d['field']} {_value(d['before'])} → {_value(d['after'])}"
+        f"{short(d['field'])} {_value(d['before'])} → {_value(d['after'])}"
         for d in card.get("diff", [])
         if d["before"] != d["after"]
     )
@@ -134,23 +147,25 @@ def _node_unlisted(card: dict[str, Any]) -> bool:
 def _value(value: Any) -> str:
     if value is None:
         return "none"
-    return json.dumps(value) if not isinstance(value, str) else value
+    if isinstance(value, dict):
+        return _map(value)
+    return short(json.dumps(value) if not isinstance(value, str) else value)
 
 
 def _clusters(data: dict[str, Any]) -> str:
     rows = [
-        f"  {c['name']:<20} {c['phase']:<12} {c['pools']} pool(s), {c['total_vcpu']} vCPU, {c['total_memory_gib']} GiB"
+        f"  {short(c['name']):<20} {short(c['phase']):<12} {c['pools']} pool(s), {c['total_vcpu']} vCPU, {c['total_memory_gib']} GiB"
         for c in data.get("clusters", [])
     ]
-    return f"Clusters on the {data.get('backend', 'backend')}:\n" + ("\n".join(rows) or "  (none)")
+    return f"Clusters on the {short(data.get('backend', 'backend'), 200)}:\n" + ("\n".join(rows) or "  (none)")
 
 
 def _pool_line(p: dict[str, Any]) -> str:
     scaling = f"autoscaling {p['min_nodes']}–{p['max_nodes']}" if p["auto_scale"] else "fixed size"
-    extra = "" if p.get("lifecycle") == "active" else f" [{p.get('lifecycle')}]"
-    labels = f", labels {json.dumps(p['labels'])}" if p.get("labels") else ""
-    tags = f", tags {json.dumps(p['tags'])}" if p.get("tags") else ""
-    return f"  {p['name']:<12} {p['size']:<16} count {p['count']}, {scaling}{labels}{tags}{extra}"
+    extra = "" if p.get("lifecycle") == "active" else f" [{short(p.get('lifecycle'))}]"
+    labels = f", labels {_map(p['labels'])}" if p.get("labels") else ""
+    tags = f", tags {_map(p['tags'])}" if p.get("tags") else ""
+    return f"  {short(p['name']):<12} {short(p['size']):<16} count {p['count']}, {scaling}{labels}{tags}{extra}"
 
 
 def _pools(data: dict[str, Any]) -> str:
@@ -161,7 +176,7 @@ def _pools(data: dict[str, Any]) -> str:
 def _cluster(data: dict[str, Any]) -> str:
     rows = [_pool_line(p) for p in data.get("node_pools", [])]
     return (
-        f"{data['name']} is {data['phase']} (Kubernetes {data.get('kubernetes_version')}); planned capacity "
+        f"{short(data['name'])} is {short(data['phase'])} (Kubernetes {short(data.get('kubernetes_version'))}); planned capacity "
         f"{data.get('total_vcpu')} vCPU, {data.get('total_memory_gib')} GiB memory, {data.get('total_volume_gib')} GiB disk.\n"
         + "\n".join(rows)
     )
@@ -169,13 +184,17 @@ def _cluster(data: dict[str, Any]) -> str:
 
 def _nodes(data: dict[str, Any]) -> str:
     rows = [
-        f"  {n['name']:<40} {n.get('pool') or '-':<10} {n['status']:<12} ready={n['ready']}"
+        f"  {short(n['name']):<40} {short(n.get('pool') or '-'):<10} {short(n['status']):<12} ready={n['ready']}"
         for n in data.get("items", [])
     ]
-    scope = f"pool {data['pool']} of {data['cluster_name']}" if data.get("pool") else data.get("cluster_name", "")
+    scope = (
+        f"pool {short(data['pool'])} of {short(data['cluster_name'])}"
+        if data.get("pool")
+        else short(data.get("cluster_name", ""))
+    )
     more = f"\n  … more: ask for offset {data['next_offset']}" if data.get("next_offset") is not None else ""
     return (
-        f"{data.get('total', len(rows))} worker(s) in {scope} (snapshot: {data.get('freshness')}):\n"
+        f"{data.get('total', len(rows))} worker(s) in {scope} (snapshot: {short(data.get('freshness'), 200)}):\n"
         + ("\n".join(rows) or "  (none)")
         + more
     )
@@ -183,7 +202,7 @@ def _nodes(data: dict[str, Any]) -> str:
 
 def _tiers(data: dict[str, Any]) -> str:
     rows = [
-        f"  {t['id']:<16} {t['vcpu']} vCPU, {t['memory_gib']} GiB, {t['price_per_hour']}/hour"
+        f"  {short(t['id']):<16} {t['vcpu']} vCPU, {t['memory_gib']} GiB, {t['price_per_hour']}/hour"
         for t in data.get("items", [])
     ]
     return "Machine tiers a pool can use:\n" + "\n".join(rows)
@@ -191,17 +210,19 @@ def _tiers(data: dict[str, Any]) -> str:
 
 def _operations(data: dict[str, Any]) -> str:
     rows = [
-        f"  {o['kind']:<14} {o['target']:<32} {o['status']:<10} {o.get('message') or o.get('error') or ''}".rstrip()
+        f"  {short(o['kind']):<14} {short(o['target']):<32} {short(o['status']):<10} "
+        f"{short(o.get('message') or o.get('error') or '', 200)}".rstrip()
         for o in data.get("operations", [])
     ]
-    return f"{data.get('cluster_name')} is {data.get('phase')}; {data.get('running', 0)} operation(s) running.\n" + (
-        "\n".join(rows) or "  (no operations)"
+    return (
+        f"{short(data.get('cluster_name'))} is {short(data.get('phase'))}; {data.get('running', 0)} operation(s) running.\n"
+        + ("\n".join(rows) or "  (no operations)")
     )
 
 
 def _card(data: dict[str, Any]) -> str:
     card = data.get("card", {})
-    return f"Card {card.get('id')} is {card.get('status')}.\n{data.get('rendered', '')}"
+    return f"Card {short(card.get('id'))} is {short(card.get('status'))}.\n{short(data.get('rendered', ''), 16_000)}"
 
 
 _DESCRIBE = {

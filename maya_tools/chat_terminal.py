@@ -13,6 +13,7 @@ import json
 import signal
 import sys
 import textwrap
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
@@ -24,6 +25,34 @@ from mcp_types import ElicitRequestFormParams, ElicitRequestParams, ElicitResult
 
 YES = frozenset({"y", "yes"})
 BAR = "─" * 78
+SHOWN = 80  # a value from Door or the model, printed inside a line, is cut to this many characters
+CARD_SHOWN = 16_000  # a card (the server bounds it to 8 KB; this chat does not rely on that)
+# Cc (escapes, carriage returns, bells), Cf (bidi overrides, zero-width), line and paragraph
+# separators, private use and surrogates.
+_INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs"})
+
+
+def printable(text: str) -> str:
+    """``text`` with every control and format character but the newline shown as a visible escape
+    (``\\x1b``), so nothing Door or the model wrote can move the cursor, clear the screen, retitle
+    the window or reorder what the person reads. A tab becomes a space."""
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    for ch in text:
+        if ch == "\n" or unicodedata.category(ch) not in _INVISIBLE:
+            out.append(ch)
+        elif ch == "\t":
+            out.append(" ")
+        else:
+            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+    return "".join(out)
+
+
+def short(value: object, limit: int = SHOWN) -> str:
+    """A value for inside a line: at most ``limit`` characters, the last one "…" when cut."""
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def discard_typeahead() -> None:
@@ -58,7 +87,8 @@ class Terminal:
         self.turn: anyio.CancelScope | None = None
 
     def write(self, text: str) -> None:
-        self.out.write(text)
+        """Everything the chat prints passes here, so nothing reaches the terminal raw (``printable``)."""
+        self.out.write(printable(text))
         self.out.flush()
 
     def line(self, text: str = "") -> None:
@@ -117,7 +147,7 @@ def ctrl_c_abandons_turns(terminal: Terminal) -> Iterator[None]:
 
 def call_line(tool: str, arguments: Mapping[str, Any]) -> str:
     """The line the chat shows for each tool call, before it is made."""
-    shown = ", ".join(f"{k}={json.dumps(v)}" for k, v in arguments.items())
+    shown = ", ".join(f"{short(k)}={short(json.dumps(v))}" for k, v in arguments.items())
     return f"  → {tool}({shown})"
 
 
@@ -142,7 +172,7 @@ class ApprovalPrompt:
             return ElicitResult(action="decline")
         self.shown.append(params.message)
         t.line(BAR)
-        t.line(textwrap.indent(params.message.rstrip(), "  │ ", lambda _: True))
+        t.line(textwrap.indent(short(params.message.rstrip(), CARD_SHOWN), "  │ ", lambda _: True))
         t.line(BAR)
         try:
             said = t.ask("Approve this change? Only you can, here. [y/N] ", fresh=True)

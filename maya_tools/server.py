@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 import prompts
 from maya_tools import prompts as mcp_prompts
 from maya_tools.approval import ASKED, decline_as
+from maya_tools.errors import bounded
 from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
 from maya_tools.settings import Settings
 from maya_tools.tools import cards, changes, read
@@ -21,26 +23,37 @@ from maya_tools.tools.changes import CHANGE_TOOLS
 from reference_backend.backend import ReferenceBackend
 
 INSTRUCTIONS = prompts.render("instructions.md.j2")
-SHOWN_INPUT = 80
+SHOWN_INPUT = 64  # with its quotes and ")" still one run under errors.SHOWN_RUN
 SHOWN_PROBLEMS = 5
+
+
+def shown_input(value: Any) -> str:
+    """A given value as the caller wrote it (JSON), cut to ``SHOWN_INPUT`` characters."""
+    if isinstance(value, str) and len(value) > SHOWN_INPUT:
+        value = value[:SHOWN_INPUT]  # no need to encode megabytes to show 80 characters
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= SHOWN_INPUT else text[: SHOWN_INPUT - 1] + "…"
 
 
 def argument_problems(error: ValidationError) -> str:
     """Pydantic's report in a person's words: each argument at fault, what is wrong, what was given.
 
-    No model class names, no links to pydantic's site, and a given value is cut short so a huge
-    map does not flood the answer.
+    No model class names, no links to pydantic's site, and a given value (or a map key in an
+    argument's path) is cut short so a huge map or name does not flood the answer.
     """
     problems: list[str] = []
     errors = error.errors(include_url=False)
     for item in errors[:SHOWN_PROBLEMS]:
         where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        if len(where) > SHOWN_INPUT:
+            where = where[: SHOWN_INPUT - 1] + "…"
         if item["type"] == "missing":
             problems.append(f"`{where}` is required")
             continue
-        given = repr(item.get("input"))
-        if len(given) > SHOWN_INPUT:
-            given = given[: SHOWN_INPUT - 1] + "…"
+        given = shown_input(item.get("input"))
         problems.append(f"`{where}`: {item['msg'][:1].lower()}{item['msg'][1:]} (given: {given})")
     if len(errors) > SHOWN_PROBLEMS:
         problems.append(f"and {len(errors) - SHOWN_PROBLEMS} more")
@@ -67,6 +80,8 @@ class MayaServer(MCPServer[Runtime]):
         token = ASKED.set(asked)
         try:
             return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
         except ToolError as exc:
             if asked.get("card") and context is not None and _unreadable_answer(exc):
                 # The person's client accepted the card's form without a readable `approve: true`
@@ -79,12 +94,17 @@ class MayaServer(MCPServer[Runtime]):
                 assert isinstance(converted, CallToolResult)
                 return converted
             cause = exc.__cause__
-            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
-                raise
+            if not isinstance(cause, ValidationError):
+                # The SDK logs this text and the model reads it: neither gets a megabyte echo.
+                raise ToolError(bounded(str(exc))) from exc
+            # Not chained to the ValidationError: the SDK would log its field paths, and a map key
+            # in one can be any size. The sentence below names the fields, cut short.
             raise ToolError(
-                f"Error executing tool {name}: invalid arguments, so nothing was done: {argument_problems(cause)}. "
-                "Fix them (the tool's input schema describes each one) and call it again."
-            ) from cause
+                bounded(
+                    f"Error executing tool {name}: invalid arguments, so nothing was done: {argument_problems(cause)}. "
+                    "Fix them (the tool's input schema describes each one) and call it again."
+                )
+            ) from None
         finally:
             ASKED.reset(token)
 

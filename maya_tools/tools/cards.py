@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from confirmation_cards import AuditEvent, Card, render_markdown
 from maya_tools.runtime import runtime_of
+from maya_tools.tools.arguments import CARD_ID_MAX
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
@@ -27,7 +28,9 @@ def register(mcp: MCPServer[Any]) -> None:
     @mcp.tool(annotations=READ)
     async def get_card(
         ctx: Context[Any, Any],
-        card_id: Annotated[str, Field(description="The card's id, as a change tool returned it (`card_…`).")],
+        card_id: Annotated[
+            str, Field(max_length=CARD_ID_MAX, description="The card's id, as a change tool returned it (`card_…`).")
+        ],
     ) -> CardView:
         """Show a confirmation card, its status (pending, executed, declined, expired, stale, failed) and its audit trail."""
         runtime = runtime_of(ctx)

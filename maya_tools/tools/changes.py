@@ -16,21 +16,10 @@ from backend_client import rules
 from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
 from confirmation_cards import Action, Card
 from maya_tools.approval import AlreadyDecided, ChangeResult, Confirm, NoApprovalChannel, Plan, ask, card_for, decide
+from maya_tools.tools.arguments import AutoArg, ClusterArg, CountArg, MapArg, MaxArg, MinArg, Name, PoolArg
 
 # One change tool per card action: the tool names are the actions' names.
 CHANGE_TOOLS: frozenset[str] = frozenset(get_args(Action))
-
-ClusterArg = Annotated[
-    str, Field(min_length=1, description="The cluster's name (for example `payments-prod`) or its id.")
-]
-PoolArg = Annotated[str, Field(min_length=1, description="The node pool's name, for example `workers`.")]
-CountArg = Annotated[int | None, Field(ge=0, le=200, description="Number of workers, 0–200 (0 only with autoscaling).")]
-AutoArg = Annotated[bool | None, Field(description="Turn autoscaling on (true) or off (false).")]
-MinArg = Annotated[int | None, Field(ge=0, le=200, description="Autoscaling lower bound (Door fills 1 if omitted).")]
-MaxArg = Annotated[int | None, Field(ge=0, le=200, description="Autoscaling upper bound; required with autoscaling.")]
-MapArg = Annotated[
-    dict[str, str] | None, Field(description="Replaces the stored map. Not applied as Kubernetes node labels.")
-]
 
 
 def _change(destructive: bool) -> ToolAnnotations:
@@ -147,8 +136,8 @@ def register(mcp: MCPServer[Any]) -> None:
     @mcp.tool(annotations=_change(destructive=False))
     async def add_node_pool(
         cluster: ClusterArg,
-        name: Annotated[str, Field(description="The new pool's name: a DNS label, unique in the cluster.")],
-        size: Annotated[str, Field(description="Machine tier id, for example `dks.m5.xlarge` (list_machine_tiers).")],
+        name: Annotated[Name, Field(description="The new pool's name: a DNS label, unique in the cluster.")],
+        size: Annotated[Name, Field(description="Machine tier id, for example `dks.m5.xlarge` (list_machine_tiers).")],
         card: Annotated[Card, Resolve(plan_add)],
         answer: Annotated[ElicitationResult[Confirm], Resolve(ask_add)],
         ctx: Context[Any, Any],
@@ -174,7 +163,7 @@ def register(mcp: MCPServer[Any]) -> None:
         min_nodes: MinArg = None,
         max_nodes: MaxArg = None,
         size: Annotated[
-            str | None,
+            Name | None,
             Field(description="Not changeable (R-PATCH-10): giving it only explains how to move to another tier."),
         ] = None,
     ) -> ChangeResult:
@@ -213,7 +202,7 @@ def register(mcp: MCPServer[Any]) -> None:
     async def replace_node(
         cluster: ClusterArg,
         node_name: Annotated[
-            str, Field(description="The worker's name as `kubectl get nodes` or list_nodes shows it.")
+            Name, Field(description="The worker's name as `kubectl get nodes` or list_nodes shows it.")
         ],
         card: Annotated[Card, Resolve(plan_replace)],
         answer: Annotated[ElicitationResult[Confirm], Resolve(ask_replace)],

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from backend_client import models
 from backend_client.errors import OperationFailed
+from confirmation_cards.render import clean_text
 from maya_tools.errors import door_errors
 from maya_tools.runtime import runtime_of
+from maya_tools.tools.arguments import CLUSTER_MAX, ClusterArg, Flag, Name, Number, Whole
+
+# Door's strings reach the model one line long, without control or format characters, and at most
+# this long: above the longest valid name (a node name, 254) so a name can still be passed back.
+DOOR_TEXT_LIMIT = 256
+
+M = TypeVar("M", bound=BaseModel)
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
-
-ClusterArg = Annotated[
-    str, Field(min_length=1, description="The cluster's name (for example `payments-prod`) or its id.")
-]
 
 
 class _Result(BaseModel):
@@ -73,6 +77,24 @@ class OperationsResult(_Result):
     )
 
 
+def _tidy(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value, DOOR_TEXT_LIMIT)
+    if isinstance(value, dict):
+        return {_tidy(k): _tidy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_tidy(v) for v in value]
+    return value
+
+
+def tidy(result: M) -> M:
+    """``result`` with every string in it (names, labels, tags, versions, operation errors, unknown
+    fields Door added) through ``clean_text``: what the model reads in ``content`` and in
+    ``structuredContent`` cannot carry a terminal escape, a bidi override or a megabyte. Validated
+    again as the same model, so it still matches the tool's output schema."""
+    return type(result).model_validate(_tidy(result.model_dump()))
+
+
 def freshness_words(nodes: models.NodeList) -> str:
     """R-NODE-03/04 said plainly, so a person knows how far to trust the list."""
     if nodes.cold:
@@ -90,7 +112,9 @@ def register(mcp: MCPServer[Any]) -> None:
     @mcp.tool(annotations=READ)
     async def list_clusters(
         ctx: Context[Any, Any],
-        name: Annotated[str | None, Field(description="Only the cluster with this exact name.")] = None,
+        name: Annotated[
+            StrictStr | None, Field(max_length=CLUSTER_MAX, description="Only the cluster with this exact name.")
+        ] = None,
     ) -> ClusterListResult:
         """List the DKS clusters you can see, with their phase and planned capacity."""
         runtime = runtime_of(ctx)
@@ -101,26 +125,28 @@ def register(mcp: MCPServer[Any]) -> None:
             if runtime.embedded
             else f"Door at {runtime.base_url}"
         )
-        return ClusterListResult(
-            backend=where,
-            clusters=[
-                ClusterSummary(
-                    id=c.id,
-                    name=c.name,
-                    phase=c.phase,
-                    pools=sum(1 for p in c.node_pools if p.lifecycle == "active"),
-                    total_vcpu=c.total_vcpu,
-                    total_memory_gib=c.total_memory_gib,
-                )
-                for c in listing.items
-            ],
+        return tidy(
+            ClusterListResult(
+                backend=where,
+                clusters=[
+                    ClusterSummary(
+                        id=c.id,
+                        name=c.name,
+                        phase=c.phase,
+                        pools=sum(1 for p in c.node_pools if p.lifecycle == "active"),
+                        total_vcpu=c.total_vcpu,
+                        total_memory_gib=c.total_memory_gib,
+                    )
+                    for c in listing.items
+                ],
+            )
         )
 
     @mcp.tool(annotations=READ)
     async def get_cluster(ctx: Context[Any, Any], cluster: ClusterArg) -> models.Cluster:
         """One cluster: its phase, its node pools and its planned capacity totals (R-CAP-*)."""
         with door_errors():
-            return await runtime_of(ctx).door(ctx).resolve_cluster(cluster)
+            return tidy(await runtime_of(ctx).door(ctx).resolve_cluster(cluster))
 
     @mcp.tool(annotations=READ)
     async def list_node_pools(ctx: Context[Any, Any], cluster: ClusterArg) -> models.NodePoolList:
@@ -128,20 +154,20 @@ def register(mcp: MCPServer[Any]) -> None:
         door = runtime_of(ctx).door(ctx)
         with door_errors():
             found = await door.resolve_cluster(cluster)
-            return await door.list_node_pools(found.id)
+            return tidy(await door.list_node_pools(found.id))
 
     @mcp.tool(annotations=READ)
     async def list_nodes(
         ctx: Context[Any, Any],
         cluster: ClusterArg,
         pool: Annotated[
-            str | None, Field(min_length=1, description="Only this pool's workers; omit for the whole cluster.")
+            Name | None, Field(min_length=1, description="Only this pool's workers; omit for the whole cluster.")
         ] = None,
         wait_for_fresh: Annotated[
-            bool, Field(description="Wait (briefly) until Door's snapshot is neither cold nor stale.")
+            Flag, Field(description="Wait (briefly) until Door's snapshot is neither cold nor stale.")
         ] = False,
-        offset: Annotated[int, Field(ge=0, description="Index of the first worker to return.")] = 0,
-        limit: Annotated[int, Field(ge=1, le=200, description="At most this many workers in `items`.")] = 50,
+        offset: Annotated[Whole, Field(ge=0, description="Index of the first worker to return.")] = 0,
+        limit: Annotated[Whole, Field(ge=1, le=200, description="At most this many workers in `items`.")] = 50,
     ) -> NodesResult:
         """The workers of a cluster or pool with their status, summarised by pool and status, in pages.
 
@@ -154,39 +180,41 @@ def register(mcp: MCPServer[Any]) -> None:
         counts = Counter((n.pool, n.status) for n in nodes.items)
         page = nodes.items[offset : offset + limit]
         after = offset + len(page)
-        return NodesResult(
-            cluster_id=found.id,
-            cluster_name=found.name,
-            pool=pool,
-            freshness=freshness_words(nodes),
-            cold=nodes.cold,
-            stale=nodes.stale,
-            next_refresh_at=nodes.next_refresh_at,
-            total=len(nodes.items),
-            summary=[
-                PoolStatusCount(pool=p, status=s, count=n)
-                for (p, s), n in sorted(counts.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
-            ],
-            items=page,
-            offset=offset,
-            next_offset=after if after < len(nodes.items) else None,
+        return tidy(
+            NodesResult(
+                cluster_id=found.id,
+                cluster_name=found.name,
+                pool=pool,
+                freshness=freshness_words(nodes),
+                cold=nodes.cold,
+                stale=nodes.stale,
+                next_refresh_at=nodes.next_refresh_at,
+                total=len(nodes.items),
+                summary=[
+                    PoolStatusCount(pool=p, status=s, count=n)
+                    for (p, s), n in sorted(counts.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
+                ],
+                items=page,
+                offset=offset,
+                next_offset=after if after < len(nodes.items) else None,
+            )
         )
 
     @mcp.tool(annotations=READ)
     async def list_machine_tiers(ctx: Context[Any, Any]) -> models.MachineTierList:
         """The machine tiers a pool can use (its `size`): vCPU, memory, disk and price per hour."""
         with door_errors():
-            return await runtime_of(ctx).door(ctx).list_machine_tiers()
+            return tidy(await runtime_of(ctx).door(ctx).list_machine_tiers())
 
     @mcp.tool(annotations=READ)
     async def get_cluster_operations(
         ctx: Context[Any, Any],
         cluster: ClusterArg,
         follow: Annotated[
-            str | None,
+            Name | None,
             Field(description="An operation id, pool name or node name: wait until its running operation ends."),
         ] = None,
-        timeout_seconds: Annotated[float, Field(gt=0, le=900, description="How long to follow at most.")] = 120.0,
+        timeout_seconds: Annotated[Number, Field(gt=0, le=900, description="How long to follow at most.")] = 120.0,
     ) -> OperationsResult:
         """The cluster's phase and its pool and node operations, newest first (R-OP-03).
 
@@ -209,7 +237,7 @@ def register(mcp: MCPServer[Any]) -> None:
                 async def progress(current: models.ClusterState) -> None:
                     nonlocal steps, said
                     op = next((o for o in current.operations if o.id == match.id), None)
-                    message = op.message if op and op.message else "waiting"
+                    message = clean_text(op.message, DOOR_TEXT_LIMIT) if op and op.message else "waiting"
                     if message != said:  # one notification per visible step, not per poll
                         steps += 1
                         said = message
@@ -225,11 +253,13 @@ def register(mcp: MCPServer[Any]) -> None:
                 except OperationFailed as failed:
                     followed = failed.operation  # a failed operation is an answer, not a tool failure
             state = await door.get_cluster_state(found.id)
-        return OperationsResult(
-            cluster_id=found.id,
-            cluster_name=found.name,
-            phase=state.phase,
-            running=len(state.running()),
-            operations=state.operations,
-            followed=followed,
+        return tidy(
+            OperationsResult(
+                cluster_id=found.id,
+                cluster_name=found.name,
+                phase=state.phase,
+                running=len(state.running()),
+                operations=state.operations,
+                followed=followed,
+            )
         )
