@@ -455,3 +455,42 @@ async def test_a_replace_card_planned_on_a_cold_inventory_waits_for_the_real_nod
     card = data["card"]
     assert card["target_snapshot"]["node"]["status"] == "Running"
     assert "node_unlisted" not in [w["code"] for w in card["warnings"]]
+
+
+CHANGES = [
+    ("add_node_pool", {"cluster": "payments-prod", "name": "batch", "size": "dks.m5.xlarge"}, "POST"),
+    ("scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": 3}, "PATCH"),
+    ("relabel_node_pool", {"cluster": "payments-prod", "pool": "workers", "labels": {"team": "pay"}}, "PATCH"),
+    ("replace_node", {"cluster": "payments-prod", "node_name": DEMO_NODE_NAME}, "DELETE"),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("tool", "arguments", "method"), CHANGES)
+async def test_between_plan_and_approval_the_backends_request_log_holds_only_gets(
+    connect: Callable[..., Client],
+    backend: ReferenceBackend,
+    mode: str,
+    tool: str,
+    arguments: dict[str, Any],
+    method: str,
+) -> None:
+    """Property 10: planning, asking and declining reach Door with GETs only; approving adds exactly one mutation."""
+    start = backend.requests_since(-1)[-1]["seq"] if backend.request_log else -1
+    at_question: list[list[str]] = []
+
+    async def look() -> None:
+        at_question.append([r["method"] for r in backend.requests_since(start)])
+
+    async with connect(mode, Person("decline", before=look)) as client:
+        declined = await client.call_tool(tool, arguments)
+    assert declined.structured_content is not None and declined.structured_content["status"] == "declined"
+    after_decline = [r["method"] for r in backend.requests_since(start)]
+    assert at_question[0] and set(at_question[0]) == {"GET"}
+    assert set(after_decline) == {"GET"}
+
+    seen = backend.requests_since(-1)[-1]["seq"]
+    async with connect(mode, Person("accept")) as client:
+        approved = await client.call_tool(tool, arguments)
+    assert approved.structured_content is not None and approved.structured_content["changed"] is True
+    assert [r["method"] for r in backend.requests_since(seen) if r["method"] != "GET"] == [method]
