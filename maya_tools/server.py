@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib import metadata
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -23,6 +24,7 @@ from maya_tools.tools.changes import CHANGE_TOOLS
 from reference_backend.backend import ReferenceBackend
 
 INSTRUCTIONS = prompts.render("instructions.md.j2")
+VERSION = metadata.version("maya-tools")
 SHOWN_INPUT = 64  # with its quotes and ")" still one run under errors.SHOWN_RUN
 SHOWN_PROBLEMS = 5
 
@@ -129,7 +131,13 @@ def build_server(
         async with open_runtime(settings, transport, backend=backend) as runtime:
             yield runtime
 
-    mcp = MayaServer("maya-tools", instructions=INSTRUCTIONS, lifespan=lifespan, read_only=settings.read_only)
+    mcp = MayaServer(
+        "maya-tools",
+        version=VERSION,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        read_only=settings.read_only,
+    )
     read.register(mcp)
     cards.register(mcp)
     mcp_prompts.register(mcp)

@@ -80,3 +80,18 @@ async def test_no_tool_argument_can_approve_a_card(server: Any) -> None:
         names = set(tool["inputSchema"].get("properties", {}))
         assert not names & {"approve", "approved", "confirm", "confirmed", "card", "answer", "yes"}, tool["name"]
         assert not tool["name"].startswith(("approve", "confirm"))
+
+
+async def test_the_server_reports_the_packages_version(server: Any) -> None:
+    from importlib import metadata
+
+    from mcp import Client
+
+    async with Client(server) as client:
+        info = client.server_info if hasattr(client, "server_info") else None
+        result = await client.call_tool("list_machine_tiers", {})
+    version = metadata.version("maya-tools")
+    assert version and result.meta is not None
+    assert result.meta["io.modelcontextprotocol/serverInfo"]["version"] == version
+    if info is not None:
+        assert info.version == version
