@@ -14,13 +14,12 @@ import random
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
-from urllib.parse import quote
 
 import anyio
 import httpx2
 from pydantic import BaseModel, ValidationError
 
-from backend_client import rules
+from backend_client import paths, rules
 from backend_client._constants import (
     API_PREFIX,
     DEFAULT_FRESH_TIMEOUT,
@@ -94,11 +93,6 @@ class _Secret:
 
     def __repr__(self) -> str:
         return "'[secret]'"
-
-
-def _segment(value: str) -> str:
-    """A path segment, escaped so a name can never reach another route."""
-    return quote(value, safe="")
 
 
 class DoorClient:
@@ -197,17 +191,17 @@ class DoorClient:
 
     async def get_cluster(self, cluster_id: str) -> Cluster:
         """``GET /clusters/{id}``: the cluster with its pools and capacity totals (R-POOL-03)."""
-        return await self._get(f"/clusters/{_segment(cluster_id)}", Cluster)
+        return await self._get(paths.cluster(cluster_id), Cluster)
 
     async def get_cluster_state(self, cluster_id: str) -> ClusterState:
         """``GET /clusters/{id}/state``: the phase and the operations, newest first (R-OP-03)."""
-        return await self._get(f"/clusters/{_segment(cluster_id)}/state", ClusterState)
+        return await self._get(paths.cluster_state(cluster_id), ClusterState)
 
     # --- pools ------------------------------------------------------------------------------------
 
     async def list_node_pools(self, cluster_id: str) -> NodePoolList:
         """``GET /clusters/{id}/node-pools`` (R-POOL-01)."""
-        return await self._get(f"/clusters/{_segment(cluster_id)}/node-pools", NodePoolList)
+        return await self._get(paths.pools(cluster_id), NodePoolList)
 
     async def add_node_pool(
         self, cluster_id: str, request: PublicNodePoolCreateRequest, *, idempotency_key: str | None = None
@@ -219,7 +213,12 @@ class DoorClient:
             return pool is not None and pool.size == request.size
 
         return await self._mutate_pool(
-            "POST", cluster_id, "/node-pools", body=request.body(), idempotency_key=idempotency_key, applied=applied
+            "POST",
+            cluster_id,
+            paths.pools(cluster_id),
+            body=request.body(),
+            idempotency_key=idempotency_key,
+            applied=applied,
         )
 
     async def update_node_pool(
@@ -240,7 +239,7 @@ class DoorClient:
         return await self._mutate_pool(
             "PATCH",
             cluster_id,
-            f"/node-pools/{_segment(pool_name)}",
+            paths.pool(cluster_id, pool_name),
             body=patch.body(),
             idempotency_key=idempotency_key,
             applied=applied,
@@ -251,7 +250,7 @@ class DoorClient:
         return await self._mutate_pool(
             "DELETE",
             cluster_id,
-            f"/node-pools/{_segment(pool_name)}",
+            paths.pool(cluster_id, pool_name),
             body=None,
             idempotency_key=idempotency_key,
             applied=lambda cluster: cluster.pool(pool_name) is None,
@@ -274,8 +273,7 @@ class DoorClient:
         is fresh; after ``fresh_timeout`` seconds the last snapshot is returned as it is, its
         ``cold``/``stale`` flags telling the caller it may be out of date.
         """
-        path = f"/clusters/{_segment(cluster_id)}"
-        path += f"/node-pools/{_segment(pool)}/nodes" if pool is not None else "/nodes"
+        path = paths.nodes(cluster_id, pool)
         started = anyio.current_time()
         waited = 0.0
         while True:
@@ -304,7 +302,7 @@ class DoorClient:
 
         return await self._mutate(
             "DELETE",
-            f"/clusters/{_segment(cluster_id)}/nodes/{_segment(node_name)}",
+            paths.node(cluster_id, node_name),
             NodeDeletePending,
             body=None,
             idempotency_key=idempotency_key,
@@ -478,7 +476,7 @@ class DoorClient:
         self,
         method: str,
         cluster_id: str,
-        subpath: str,
+        path: str,
         *,
         body: dict[str, Any] | None,
         idempotency_key: str | None,
@@ -490,7 +488,6 @@ class DoorClient:
             cluster = await self.get_cluster(cluster_id)
             return cluster if applied(cluster) else None
 
-        path = f"/clusters/{_segment(cluster_id)}{subpath}"
         return await self._mutate(
             method, path, Cluster, body=body, idempotency_key=idempotency_key, read_back=read_back
         )

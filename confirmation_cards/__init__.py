@@ -5,6 +5,7 @@ Planners read the target and preflight with ``backend_client.rules`` to make a `
 (consume once, re-check the target, execute with the card id as ``Idempotency-Key``, audit).
 """
 
+from confirmation_cards.actions import ACTIONS, ActionSpec, request_line
 from confirmation_cards.approval import ApprovalService
 from confirmation_cards.door import DoorApi
 from confirmation_cards.errors import CardNotFound, PreflightError
@@ -19,14 +20,16 @@ from confirmation_cards.models import (
     request_digest,
     token_fingerprint,
 )
-from confirmation_cards.planner import DEFAULT_TTL, Planner, request_line
+from confirmation_cards.planner import DEFAULT_TTL, Planner
 from confirmation_cards.render import render_markdown, render_text, safe_text
 from confirmation_cards.roles import RoleMemory
 from confirmation_cards.store import CardStore, SqliteCardStore
 
 __all__ = [
+    "ACTIONS",
     "DEFAULT_TTL",
     "Action",
+    "ActionSpec",
     "ApprovalService",
     "AuditEvent",
     "Card",

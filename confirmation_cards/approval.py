@@ -29,32 +29,17 @@ import anyio
 from backend_client import rules
 from backend_client._constants import KEY_IN_FLIGHT_RULES
 from backend_client.errors import DoorConnectionError, DoorError, DoorStatusError
-from backend_client.models import OperationKind, PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
+from backend_client.models import PublicNodePoolPatchRequest
+from confirmation_cards.actions import ACTIONS, POOL_ACTIONS, request_line
 from confirmation_cards.door import DoorApi
 from confirmation_cards.errors import CardNotFound
-from confirmation_cards.models import Action, AuditKind, Card, CardResult, CardStatus, request_digest
-from confirmation_cards.planner import request_line, utc_now
+from confirmation_cards.models import AuditKind, Card, CardResult, CardStatus, request_digest
+from confirmation_cards.planner import utc_now
 from confirmation_cards.roles import RoleMemory
 from confirmation_cards.store import AuditEntry, CardStore, Lease
-from confirmation_cards.targets import POOL_ACTIONS, describe_changes, fingerprint, read_target
+from confirmation_cards.targets import describe_changes, fingerprint, read_target
 
 log = logging.getLogger("confirmation_cards")
-
-OPERATION_KIND: dict[Action, OperationKind] = {
-    "add_node_pool": "pool.create",
-    "scale_node_pool": "pool.update",
-    "relabel_node_pool": "pool.update",
-    "remove_node_pool": "pool.delete",
-    "replace_node": "node.replace",
-}
-
-ACCEPTED = {
-    "add_node_pool": "Door accepted the new pool {target}; its workers are being provisioned.",
-    "scale_node_pool": "Door accepted the change to pool {target}; the workers follow in the background.",
-    "relabel_node_pool": "Door accepted the new labels and tags of pool {target}.",
-    "remove_node_pool": "Door accepted the removal of pool {target}; it is deleting until its workers are gone.",
-    "replace_node": "Door accepted the replacement of node {target}; watch the node list for the new worker.",
-}
 
 LEASE = timedelta(seconds=30)
 """An executing card belongs to its executor this long after the last renewal."""
@@ -310,7 +295,9 @@ class ApprovalService:
             card,
             CardStatus.EXECUTED,
             CardResult(
-                status_code=202, operation_id=operation_id, message=ACCEPTED[card.action].format(target=card.target)
+                status_code=202,
+                operation_id=operation_id,
+                message=ACTIONS[card.action].accepted.format(target=card.target),
             ),
         )
 
@@ -331,7 +318,7 @@ class ApprovalService:
                     CardResult(
                         operation_id=operation_id,
                         message=f"{why[:300]}; reading Door back shows the change took effect, once (the card id "
-                        f"was the idempotency key). {ACCEPTED[card.action].format(target=card.target)}",
+                        f"was the idempotency key). {ACTIONS[card.action].accepted.format(target=card.target)}",
                     ),
                 )
             if waited >= self.settle_window:
@@ -346,7 +333,7 @@ class ApprovalService:
             message=f"Outcome unknown: {why[:300]}, and reading Door back did not show the change. It may still "
             f"happen, at most once (the card id is the idempotency key). Check {what} on cluster "
             f"{card.cluster_name} (get_cluster, and get_cluster_operations for a recent "
-            f"{OPERATION_KIND[card.action]} on {card.target}) before planning it again."
+            f"{ACTIONS[card.action].operation} on {card.target}) before planning it again."
         )
 
     async def _applied(self, card: Card, door: DoorApi, known: set[str] | None) -> bool:
@@ -363,7 +350,7 @@ class ApprovalService:
             patch = PublicNodePoolPatchRequest.model_validate(card.body)
             return rules.merge_patch(pool, patch) == pool
         state = await door.get_cluster_state(card.cluster_id)
-        kind = OPERATION_KIND[card.action]
+        kind = ACTIONS[card.action].operation
         return any(
             op.kind == kind
             and op.target == card.target
@@ -374,17 +361,7 @@ class ApprovalService:
     @staticmethod
     async def _call(card: Card, door: DoorApi) -> None:
         """The one backend mutation, keyed by the card id so a retry replays instead of repeating (property 6)."""
-        key = card.id
-        if card.action == "add_node_pool":
-            request = PublicNodePoolCreateRequest.model_validate(card.body)
-            await door.add_node_pool(card.cluster_id, request, idempotency_key=key)
-        elif card.action in ("scale_node_pool", "relabel_node_pool"):
-            patch = PublicNodePoolPatchRequest.model_validate(card.body)
-            await door.update_node_pool(card.cluster_id, card.target, patch, idempotency_key=key)
-        elif card.action == "remove_node_pool":
-            await door.remove_node_pool(card.cluster_id, card.target, idempotency_key=key)
-        else:
-            await door.replace_node(card.cluster_id, card.target, idempotency_key=key)
+        await ACTIONS[card.action].execute(door, card)
 
     @staticmethod
     async def _operation_ids(card: Card, door: DoorApi) -> set[str] | None:
@@ -402,7 +379,7 @@ class ApprovalService:
             state = await door.get_cluster_state(card.cluster_id)
         except DoorError:
             return None  # the change was accepted; a missing operation id does not undo that
-        kind = OPERATION_KIND[card.action]
+        kind = ACTIONS[card.action].operation
         operation = next(
             (
                 op

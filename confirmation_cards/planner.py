@@ -13,7 +13,6 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 from pydantic import JsonValue, ValidationError
 
@@ -29,6 +28,7 @@ from backend_client.models import (
     PublicNodePoolPatchRequest,
 )
 from backend_client.rules import Violation
+from confirmation_cards.actions import request_line
 from confirmation_cards.door import DoorApi
 from confirmation_cards.errors import NOT_A_BACKEND_REFUSAL, PreflightError
 from confirmation_cards.models import (
@@ -36,7 +36,6 @@ from confirmation_cards.models import (
     Card,
     CardWarning,
     FieldChange,
-    Method,
     request_digest,
 )
 from confirmation_cards.roles import RoleMemory
@@ -48,7 +47,6 @@ DEFAULT_TTL = timedelta(minutes=10)  # DESIGN.md property 4
 # A card about nodes should show them as they are: wait this long (Door's time) for a fresh node
 # list (R-NODE-03/04) before planning on a cold or stale one, which the card then says.
 NODES_FRESH_TIMEOUT = 5.0
-API_PREFIX = "/v1/public"
 
 SCALE_FIELDS = frozenset({"count", "auto_scale", "min_nodes", "max_nodes"})
 LABEL_FIELDS = frozenset({"labels", "tags"})
@@ -84,20 +82,6 @@ def _refusal_from(error: DoorStatusError) -> PreflightError:
     return PreflightError(
         Violation(error.rule or f"HTTP-{error.status_code}", error.status_code, field, message.rstrip("."), fix)
     )
-
-
-def _path(cluster_id: str, *rest: str) -> str:
-    # Quoted exactly as the client quotes path segments, so the card shows the URL that is sent.
-    return "/".join([API_PREFIX, "clusters", quote(cluster_id, safe=""), *(quote(p, safe="") for p in rest)])
-
-
-def request_line(action: Action, cluster_id: str, target: str) -> tuple[Method, str]:
-    """The method and path of an action's one backend call: what a card's digest covers and approval sends."""
-    if action == "add_node_pool":
-        return "POST", _path(cluster_id, "node-pools")
-    if action == "replace_node":
-        return "DELETE", _path(cluster_id, "nodes", target)
-    return ("DELETE" if action == "remove_node_pool" else "PATCH"), _path(cluster_id, "node-pools", target)
 
 
 def _pool_view(pool: NodePool | None, names: Iterable[str]) -> dict[str, JsonValue]:

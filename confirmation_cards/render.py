@@ -18,6 +18,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from confirmation_cards.actions import ACTIONS
 from confirmation_cards.models import Card
 
 NAME_LIMIT = 64
@@ -195,6 +196,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    env.globals["action_title"] = lambda action: ACTIONS[action].title
     env.filters.update(
         safe_text=safe_text,
         ident=ident,

@@ -13,6 +13,7 @@ from pydantic import JsonValue
 
 from backend_client.errors import DoorStatusError
 from backend_client.models import Cluster, ClusterState, Node, NodeList, NodePool
+from confirmation_cards.actions import POOL_ACTIONS
 from confirmation_cards.door import DoorApi
 from confirmation_cards.models import Action, sha256
 
@@ -21,10 +22,6 @@ from confirmation_cards.models import Action, sha256
 POOL_FIELDS = ("id", "size", "count", "auto_scale", "min_nodes", "max_nodes", "labels", "tags", "lifecycle")
 NODE_FIELDS = ("pool", "status", "ready")
 DRAINING = frozenset({"Deleting", "Deleted", "Failed"})
-
-POOL_ACTIONS: frozenset[Action] = frozenset(
-    {"add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool"}
-)
 
 
 def find_pool(cluster: Cluster, name: str) -> NodePool | None:
