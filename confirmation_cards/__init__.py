@@ -5,6 +5,7 @@ Planners read the target and preflight with ``backend_client.rules`` to make a `
 (consume once, re-check the target, execute with the card id as ``Idempotency-Key``, audit).
 """
 
+from confirmation_cards import lifecycle
 from confirmation_cards.actions import ACTIONS, ActionSpec, request_line
 from confirmation_cards.approval import ApprovalService
 from confirmation_cards.door import DoorApi
@@ -44,6 +45,7 @@ __all__ = [
     "PreflightError",
     "RoleMemory",
     "SqliteCardStore",
+    "lifecycle",
     "render_markdown",
     "render_text",
     "request_digest",

@@ -57,6 +57,27 @@ _MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE cards ADD COLUMN lease_until REAL;
     ALTER TABLE cards ADD COLUMN sending INTEGER NOT NULL DEFAULT 0;
     """,
+    # 2: the fields a card is reused and found by, as indexed columns (never a scan of every card).
+    """
+    ALTER TABLE cards ADD COLUMN principal TEXT;
+    ALTER TABLE cards ADD COLUMN action TEXT;
+    ALTER TABLE cards ADD COLUMN digest TEXT;
+    ALTER TABLE cards ADD COLUMN fingerprint TEXT;
+    UPDATE cards SET principal = json_extract(data, '$.principal'), action = json_extract(data, '$.action'),
+        digest = json_extract(data, '$.body_digest'), fingerprint = json_extract(data, '$.target_fingerprint');
+    CREATE INDEX cards_lookup ON cards (digest, action, principal, status, created_at);
+    """,
+)
+
+
+# The two lookups that reuse a card: one indexed SELECT each, never a scan of the store.
+FIND_LIVE = (
+    "SELECT data FROM cards INDEXED BY cards_lookup WHERE digest = ? AND action = ? AND principal IS ? AND status = ? "
+    "AND fingerprint = ? AND expires_at > ? ORDER BY created_at DESC LIMIT 1"
+)
+FIND_ASKED = (
+    "SELECT data FROM cards INDEXED BY cards_lookup WHERE digest = ? AND action = ? AND principal IS ? "
+    "ORDER BY status = ? DESC, created_at DESC LIMIT 1"
 )
 
 
@@ -115,6 +136,16 @@ class CardStore(Protocol):
 
     def due(self, now: datetime) -> builtins.list[str]:
         """Ids of pending cards whose expiry has passed at ``now``."""
+        ...
+
+    def find_live(
+        self, principal: str | None, action: str, digest: str, fingerprint: str, now: datetime
+    ) -> Card | None:
+        """The newest pending, unexpired card of this principal for this exact request and target state."""
+        ...
+
+    def find_asked(self, principal: str | None, action: str, digest: str) -> Card | None:
+        """This principal's card for this exact request: the newest pending one, else the newest."""
         ...
 
     def claim(
@@ -192,8 +223,19 @@ class SqliteCardStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.execute(
-                    "INSERT INTO cards (id, status, created_at, expires_at, data) VALUES (?, ?, ?, ?, ?)",
-                    (card.id, card.status.value, _ts(card.created_at), _ts(card.expires_at), card.model_dump_json()),
+                    "INSERT INTO cards (id, status, created_at, expires_at, data, principal, action, digest, fingerprint) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        card.id,
+                        card.status.value,
+                        _ts(card.created_at),
+                        _ts(card.expires_at),
+                        card.model_dump_json(),
+                        card.principal,
+                        card.action,
+                        card.body_digest,
+                        card.target_fingerprint,
+                    ),
                 )
                 self._append(
                     card.id,
@@ -253,6 +295,19 @@ class SqliteCardStore:
                 raise
             self._db.execute("COMMIT" if moved is not None else "ROLLBACK")
         return moved
+
+    def find_live(
+        self, principal: str | None, action: str, digest: str, fingerprint: str, now: datetime
+    ) -> Card | None:
+        return self._one(FIND_LIVE, (digest, action, principal, CardStatus.PENDING.value, fingerprint, _ts(now)))
+
+    def find_asked(self, principal: str | None, action: str, digest: str) -> Card | None:
+        return self._one(FIND_ASKED, (digest, action, principal, CardStatus.PENDING.value))
+
+    def _one(self, sql: str, params: tuple[Any, ...]) -> Card | None:
+        with self._lock:
+            row = self._db.execute(sql, params).fetchone()
+        return None if row is None else Card.model_validate_json(row[0])
 
     def claim(
         self,

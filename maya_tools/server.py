@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 import prompts
 from maya_tools import prompts as mcp_prompts
-from maya_tools.approval import ASKED, decline_as
+from maya_tools.elicitation import ASKED, decline_as
 from maya_tools.errors import bounded
 from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
 from maya_tools.settings import Settings

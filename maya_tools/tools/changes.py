@@ -15,7 +15,7 @@ from pydantic import Field
 from backend_client import rules
 from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
 from confirmation_cards import Action, Card
-from maya_tools.approval import AlreadyDecided, ChangeResult, Confirm, NoApprovalChannel, Plan, ask, card_for, decide
+from maya_tools.elicitation import AlreadyDecided, ChangeResult, Confirm, NoApprovalChannel, Plan, ask, card_for, decide
 from maya_tools.tools.arguments import AutoArg, ClusterArg, CountArg, MapArg, MaxArg, MinArg, Name, PoolArg
 
 # One change tool per card action: the tool names are the actions' names.

@@ -120,3 +120,38 @@ async def test_threads_racing_to_consume_one_card_succeed_exactly_once(
 
     assert wins.count(True) == 1
     assert [e.event for e in store.audit(card.id)] == ["created", "approved"]
+
+
+async def test_the_card_reuse_lookups_are_one_indexed_query_each(tmp_path: Path) -> None:
+    from confirmation_cards.store import FIND_ASKED, FIND_LIVE
+
+    SqliteCardStore(tmp_path / "cards.sqlite3").close()
+    db = sqlite3.connect(tmp_path / "cards.sqlite3")
+    for sql, params in ((FIND_LIVE, ("d", "a", "p", "pending", "f", 0.0)), (FIND_ASKED, ("d", "a", "p", "pending"))):
+        plan = " ".join(row[3] for row in db.execute("EXPLAIN QUERY PLAN " + sql, params))
+        assert "USING INDEX cards_lookup" in plan and "SCAN cards" not in plan.replace("USING INDEX", ""), plan
+
+
+async def test_a_store_written_before_the_lookup_columns_is_migrated_and_its_cards_found(
+    tmp_path: Path, planner: Planner
+) -> None:
+    """Schema version 0 (no lease or lookup columns): opening it migrates in place, each step once."""
+    from confirmation_cards import store as store_module
+
+    pending_card = await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4))
+    path = tmp_path / "old.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript(store_module._SCHEMA)
+    db.execute(
+        "INSERT INTO cards (id, status, created_at, expires_at, data) VALUES (?, 'pending', 0, ?, ?)",
+        (pending_card.id, pending_card.expires_at.timestamp(), pending_card.model_dump_json()),
+    )
+    db.commit()
+    db.close()
+
+    store = SqliteCardStore(path)
+    found = store.find_asked(pending_card.principal, pending_card.action, pending_card.body_digest)
+    assert found is not None and found.id == pending_card.id
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == len(store_module._MIGRATIONS)
+    store.close()
+    SqliteCardStore(path).close()  # a second open migrates nothing more

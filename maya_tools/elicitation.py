@@ -1,4 +1,7 @@
-"""Approval through MCP elicitation, built on the SDK's resolver pattern.
+"""The MCP elicitation channel of the card lifecycle, built on the SDK's resolver pattern.
+
+It only adapts: the card comes from ``confirmation_cards.lifecycle`` (plan or reuse), the person's
+answer becomes a ``lifecycle.Decision``, and ``lifecycle.decide`` carries it out.
 
 A change tool has two resolved parameters: the card (planned, preflighted and stored before anyone
 is asked) and the person's answer to it. The answer comes only from the client's elicitation
@@ -6,7 +9,7 @@ handler, a channel the model cannot drive (DESIGN.md property 1); no tool argume
 
 The SDK re-runs resolvers on every round of the 2026-07-28 ``input_required`` flow and pins a
 recorded answer to the exact question it answered. So a later round does not plan again: it takes
-the card already made for this exact request (``asked_card``), whose question renders identically,
+the card already made for this exact request (``lifecycle.asked_card``), whose question renders identically,
 and the answer given to it goes to the approval service, which re-reads the target (stale),
 checks expiry and consumes the card once. A card that is no longer pending (approved by a
 concurrent call, or a replayed ``requestState``) is not asked about again: the call reports what
@@ -31,17 +34,7 @@ from mcp.server.mcpserver import (
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
-from backend_client import DoorClient
-from confirmation_cards import (
-    Action,
-    Card,
-    CardNotFound,
-    CardStatus,
-    Planner,
-    render_text,
-    request_digest,
-    request_line,
-)
+from confirmation_cards import Action, Card, CardNotFound, CardStatus, Planner, lifecycle, render_text
 from confirmation_cards.render import when
 from maya_tools.errors import door_errors
 from maya_tools.runtime import Runtime, runtime_of
@@ -85,57 +78,6 @@ NO_CHANNEL = (
 )
 
 
-def keep_or_store(runtime: Runtime, planned: Card) -> Card:
-    """The live pending card for this exact request, target state and principal, stored once.
-
-    Calls racing on one request share one card (and one question); an expired card, one planned
-    against another state of the target, or another principal's card is never reused.
-    """
-    now = runtime.now()
-    matches = [
-        card
-        for card in runtime.store.list(status=CardStatus.PENDING)
-        if card.principal == planned.principal
-        and card.action == planned.action
-        and card.body_digest == planned.body_digest
-        and card.target_fingerprint == planned.target_fingerprint
-        and card.expires_at > now
-    ]
-    if matches:
-        return max(matches, key=lambda card: card.created_at)
-    runtime.store.create(planned)
-    return planned
-
-
-async def asked_card(
-    runtime: Runtime,
-    door: DoorClient,
-    principal: str,
-    action: Action,
-    cluster: str,
-    target: str,
-    body: dict[str, Any],
-) -> Card | None:
-    """On a later input_required round: this principal's card for this exact request, pending first, else the newest.
-
-    Only a card the caller's own principal planned is found (property 12): a ``requestState``
-    replayed with another bearer meets no card and approves nothing. Nothing is re-planned, so the
-    answer meets the card it was given to, even when that card has since expired or its target
-    changed (properties 4 and 5 then say so).
-    """
-    with door_errors():
-        found = await door.resolve_cluster(cluster)
-    method, path = request_line(action, found.id, target)
-    digest = request_digest(method, path, body)
-    cards = [
-        card
-        for card in runtime.store.list()
-        if card.principal == principal and card.action == action and card.body_digest == digest
-    ]
-    pending = [card for card in cards if card.status is CardStatus.PENDING]
-    return max(pending or cards, key=lambda card: card.created_at, default=None)
-
-
 async def card_for(
     ctx: Context[Any, Any],
     action: Action,
@@ -144,16 +86,23 @@ async def card_for(
     body: dict[str, Any],
     plan: Callable[[Planner], Awaitable[Card]],
 ) -> Card:
-    """The card this call is about: on a later round the one already asked about, else a new plan."""
+    """The card this call is about: on a later round the one already asked about, else a new plan.
+
+    The cluster is resolved with the caller's own token, and only the caller's own principal's card
+    is found (``lifecycle.asked_card``), so a replayed ``requestState`` meets no one else's card.
+    """
     runtime = runtime_of(ctx)
     door = runtime.door(ctx)
+    principal = runtime.principal(ctx)
     if ctx.request_state is not None:
-        asked = await asked_card(runtime, door, runtime.principal(ctx), action, cluster, target, body)
+        with door_errors():
+            found = await door.resolve_cluster(cluster)
+        asked = lifecycle.asked_card(runtime.store, principal, action, found.id, target, body)
         if asked is not None:
             return asked
     with door_errors():
-        planned = await plan(runtime.planner(door, runtime.principal(ctx)))
-    return keep_or_store(runtime, planned)
+        planned = await plan(runtime.planner(door, principal))
+    return lifecycle.keep_or_store(runtime.store, planned, runtime.now())
 
 
 QUESTION_MAX_BYTES = 8_000
@@ -205,37 +154,52 @@ class ChangeResult(BaseModel):
     card: Card
 
 
+def decision_of(answer: ElicitationResult[Confirm] | AcceptedElicitation[Any]) -> lifecycle.Decision:
+    """What the person's client answered, as a decision: only an accepted form with ``approve: true`` approves."""
+    if isinstance(answer, AcceptedElicitation):
+        data = answer.data
+        if isinstance(data, NoApprovalChannel):
+            return lifecycle.NoChannel(data.reason)
+        if isinstance(data, AlreadyDecided):
+            return lifecycle.AlreadyDecided(data.status)
+        if isinstance(data, Confirm) and data.approve is True:
+            return lifecycle.Approve()
+        return lifecycle.Decline("the form was accepted without approve: true, which counts as a decline")
+    return lifecycle.Decline("cancelled" if answer.action == "cancel" else "declined")
+
+
 async def decide(
     card: Card, answer: ElicitationResult[Confirm] | AcceptedElicitation[Any], ctx: Context[Any, Any]
 ) -> ChangeResult:
     """Execute, decline or leave pending, according to the person's answer."""
-    runtime = runtime_of(ctx)
-    principal = runtime.principal(ctx)
-    if card.principal is not None and card.principal != principal:
-        raise ToolError(NOT_YOURS)  # never reached through card_for; a guard, not a path
-    # One approver string per decision, so this call can tell whether it was the one that
-    # consumed the card (fifty concurrent approvals: one executes, the rest report it).
-    who = f"{runtime.approver(ctx)} #{secrets.token_hex(4)}"
-    if isinstance(answer, AcceptedElicitation) and isinstance(answer.data, NoApprovalChannel):
-        return ChangeResult(status=card.status, changed=False, message=answer.data.reason, card=card)
-    if isinstance(answer, AcceptedElicitation) and isinstance(answer.data, AlreadyDecided):
-        return outcome(runtime.service.get(card.id), decided_here=False)
-    if isinstance(answer, AcceptedElicitation) and isinstance(answer.data, Confirm) and answer.data.approve is True:
-        with door_errors(), card_errors():
-            done = await runtime.service.approve(card.id, approver=who, door=runtime.door(ctx), principal=principal)
-        return outcome(done, decided_here=done.approved_by == who)
-    reason = "cancelled" if answer.action == "cancel" else "declined"
-    if answer.action == "accept":
-        reason = "the form was accepted without approve: true, which counts as a decline"
-    return await decline_as(runtime, ctx, card.id, reason)
+    return await decide_as(runtime_of(ctx), ctx, card, decision_of(answer))
 
 
 async def decline_as(runtime: Runtime, ctx: Context[Any, Any], card_id: str, reason: str) -> ChangeResult:
     """Decline the caller's card and answer like any decline."""
-    who = f"{runtime.approver(ctx)} #{secrets.token_hex(4)}"
     with card_errors():
-        done = await runtime.service.decline(card_id, by=who, reason=reason, principal=runtime.principal(ctx))
-    return outcome(done, decided_here=done.declined_by == who, reason=reason)
+        card = runtime.service.get(card_id, principal=runtime.principal(ctx))
+    return await decide_as(runtime, ctx, card, lifecycle.Decline(reason))
+
+
+async def decide_as(runtime: Runtime, ctx: Context[Any, Any], card: Card, decision: lifecycle.Decision) -> ChangeResult:
+    principal = runtime.principal(ctx)
+    if card.principal is not None and card.principal != principal:
+        raise ToolError(NOT_YOURS)  # never reached through card_for; a guard, not a path
+    if isinstance(decision, lifecycle.NoChannel):
+        return ChangeResult(status=card.status, changed=False, message=decision.reason, card=card)
+    # One approver string per decision, so this call can tell whether it was the one that
+    # decided the card (fifty concurrent approvals: one executes, the rest report it).
+    who = f"{runtime.approver(ctx)} #{secrets.token_hex(4)}"
+    with door_errors(), card_errors():
+        done = await lifecycle.decide(
+            runtime.service, card, decision, by=who, principal=principal, door=runtime.door(ctx)
+        )
+    if isinstance(decision, lifecycle.Approve):
+        return outcome(done, decided_here=done.approved_by == who)
+    if isinstance(decision, lifecycle.Decline):
+        return outcome(done, decided_here=done.declined_by == who, reason=decision.reason)
+    return outcome(done, decided_here=False)
 
 
 NOT_YOURS = "No confirmation card with that id is yours to answer; nothing was changed."
