@@ -93,7 +93,11 @@ async def repl(terminal: Terminal, session: Session) -> None:
     terminal.line("Every change shows you a card and waits for your y. Ctrl-C stops a turn; Ctrl-D or /quit leaves.")
     while True:
         try:
-            text = terminal.ask("you › ")
+            if terminal.queued:  # typed at a card's [y/N] question: the card was declined, the request stays
+                text = terminal.queued.popleft()
+                terminal.line(f"you › {text}")
+            else:
+                text = terminal.ask("you › ")
         except EOFError:
             terminal.line()
             return

@@ -15,7 +15,7 @@ from mcp import Client
 from mcp_types import CallToolResult, TextContent
 
 from maya_tools.chat_terminal import Terminal, call_line, short
-from maya_tools.interpreter import Reply, ToolCall, interpret
+from maya_tools.interpreter import Interpreter, PoolInfo, Reply, ToolCall, World
 
 ACTIONS = {
     "scale_node_pool": "the change to pool {target}",
@@ -52,24 +52,50 @@ def _map(value: Any) -> str:
     return json.dumps(kept) + (f" (and {more} more)" if more else "")
 
 
+async def read_world(client: Client) -> World:
+    """The clusters and pools the server lists (``list_clusters``, then ``get_cluster`` of each), the
+    names the interpreter matches requests against. A read that fails leaves that part out."""
+    listed = await client.call_tool("list_clusters", {})
+    clusters: dict[str, dict[str, PoolInfo]] = {}
+    for cluster in (listed.structured_content or {}).get("clusters", []) if not listed.is_error else []:
+        name = str(cluster.get("name", ""))
+        read = await client.call_tool("get_cluster", {"cluster": name})
+        pools = (read.structured_content or {}).get("node_pools", []) if not read.is_error else []
+        clusters[name] = {
+            str(p["name"]): PoolInfo(p.get("count"), bool(p.get("auto_scale")), p.get("min_nodes"), p.get("max_nodes"))
+            for p in pools
+            if p.get("lifecycle", "active") == "active"
+        }
+    return World(clusters)
+
+
 class OfflineChat:
-    """One offline conversation. Each turn is independent: there is no history to keep consistent."""
+    """One offline conversation: the interpreter keeps what earlier turns named ("it", "that pool")
+    and a question it asked, and matches names against what the server lists (read at the first
+    turn and again after each change)."""
 
     def __init__(self, client: Client, terminal: Terminal) -> None:
         self.client = client
         self.terminal = terminal
+        self.interpreter = Interpreter()
+        self._stale = True
 
     async def turn(self, text: str) -> None:
-        understood = interpret(text)
+        if self._stale:
+            self.interpreter.world = await read_world(self.client)
+            self._stale = False
+        understood = self.interpreter.interpret(text)
         if isinstance(understood, Reply):
             self.terminal.line("maya › " + understood.text)
             return
         self.terminal.line(call_line(understood.tool, understood.arguments))
+        self._stale = understood.tool in ACTIONS
         result = await self.client.call_tool(understood.tool, understood.arguments)
         self.terminal.line("maya › " + answer(understood, result))
 
     def abandon(self) -> None:
-        """Nothing to repair: an offline turn keeps no history."""
+        """An abandoned turn may have changed pools: read the names again before the next one."""
+        self._stale = True
 
 
 def answer(call: ToolCall, result: CallToolResult) -> str:

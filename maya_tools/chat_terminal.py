@@ -14,6 +14,7 @@ import signal
 import sys
 import textwrap
 import unicodedata
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
@@ -24,6 +25,7 @@ from mcp.client.session import ClientRequestContext
 from mcp_types import ElicitRequestFormParams, ElicitRequestParams, ElicitResult
 
 YES = frozenset({"y", "yes"})
+NO = frozenset({"", "n", "no"})
 BAR = "─" * 78
 SHOWN = 80  # a value from Door or the model, printed inside a line, is cut to this many characters
 CARD_SHOWN = 16_000  # a card (the server bounds it to 8 KB; this chat does not rely on that)
@@ -85,6 +87,7 @@ class Terminal:
         self.out = out if out is not None else sys.stdout
         self.reading = False
         self.turn: anyio.CancelScope | None = None
+        self.queued: deque[str] = deque()  # requests typed at a card's [y/N] question, to be handled next
 
     def write(self, text: str) -> None:
         """Everything the chat prints passes here, so nothing reaches the terminal raw (``printable``)."""
@@ -154,9 +157,12 @@ def call_line(tool: str, arguments: Mapping[str, Any]) -> str:
 class ApprovalPrompt:
     """The chat's MCP elicitation handler: show the card, ask the person y/N, answer the server.
 
-    Only ``y`` or ``yes`` typed after the card is shown approves (type-ahead is dropped); anything
-    else, an empty line or Ctrl-D declines. Ctrl-C at the question cancels the card and abandons the turn. A form other than the maya-tools ``Confirm``
-    form, or a URL elicitation, is declined: this chat approves cards and nothing else.
+    Only ``y`` or ``yes`` typed after the card is shown approves (type-ahead is dropped); ``n``,
+    ``no``, an empty line or Ctrl-D declines. Any other line declines too, and is queued on the
+    terminal (``Terminal.queued``) as the person's next request, so a new request typed at the
+    question is not lost. Ctrl-C at the question cancels the card and abandons the turn. A form
+    other than the maya-tools ``Confirm`` form, or a URL elicitation, is declined: this chat
+    approves cards and nothing else.
     """
 
     def __init__(self, terminal: Terminal) -> None:
@@ -188,7 +194,11 @@ class ApprovalPrompt:
             t.line("  ✓ you approved this card")
             self.answers.append("accept")
             return ElicitResult(action="accept", content={"approve": True})
-        t.line("  · you declined this card")
+        if said.strip().lower() in NO:
+            t.line("  · you declined this card")
+        else:
+            t.line(f"  · you declined this card (only y approves); next I take “{short(said.strip())}” as your request")
+            t.queued.append(said.strip())
         self.answers.append("decline")
         return ElicitResult(action="decline")
 

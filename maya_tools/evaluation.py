@@ -1,14 +1,21 @@
 """``maya-tools eval``: does Maya pick the right tool, with the right arguments, or rightly none?
 
-The cases are a versioned file (``eval_cases.json``): a request, its category, and every acceptable
-outcome (a tool and its arguments, or no tool with a refusal, a question or an out-of-scope answer).
+The cases are versioned files: a request (after the earlier ``turns`` of its conversation, if
+any), its category, and every acceptable outcome (a tool and its arguments, or no tool with a
+refusal, a question or an out-of-scope answer). ``world`` is what the server lists (clusters and
+pools), the names the interpreter matches against. Two parts:
 
-- Offline (always): the interpreter reads the cases it is meant to cover (``offline: true``). It is
-  deterministic, so any miss is a regression and the command exits 1.
+- development (``eval_cases.json``): the interpreter is tuned on it; it reads the cases it is
+  meant to cover (``offline: true``) and, being deterministic, any miss there is a regression (exit 1);
+- held-out (``eval_heldout.json``): written before the interpreter was tuned and never tuned
+  against; only scored. Below ``--min-heldout-accuracy`` (tool or arguments) the command exits 1.
+
+- Offline (always): both parts, through ``Interpreter`` with the file's ``world``.
 - Live (with ``ANTHROPIC_API_KEY``): each request is sent to the model as the first turn of a new
   conversation, with Maya's system prompt and the server's tool list; the first ``tool_use`` (or
   none) is scored. Only that one model turn is sent: no tool is ever called, nothing changes.
-  Without a key the live part is skipped, and the command says so.
+  Without a key the live part is skipped, and the command says so. Multi-turn cases are scored
+  offline only (a model's earlier answers are not part of the case).
 
 Scores: tool choice (the right tool, or rightly none) over all scored cases; arguments (every
 expected argument equal, no unexpected one except those a case ignores) over the tool-call cases
@@ -35,12 +42,15 @@ from anthropic.types import MessageParam, ToolParam
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from maya_tools.chat_model import describe_api_error
-from maya_tools.interpreter import Reply, interpret
+from maya_tools.interpreter import Interpreter, Reply, World
 
 Category = Literal["change", "read", "ambiguous", "unsafe", "out_of_scope"]
 AnswerKind = Literal["refuse", "clarify", "out_of_scope"]
 MIN_CASES = 40
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # version 1: no turns, split or world
+HELDOUT_TARGET = 0.95
+Split = Literal["dev", "heldout"]
 _REPLY_KIND: dict[str, AnswerKind] = {"help": "out_of_scope", "clarify": "clarify", "refuse": "refuse"}
 
 
@@ -69,19 +79,22 @@ class Case(_Own):
     id: str
     category: Category
     request: str = Field(min_length=1)
+    turns: tuple[str, ...] = Field(default=(), description="Earlier requests of the same conversation, in order.")
     offline: bool = Field(description="The offline interpreter is meant to handle this request.")
     expect: tuple[Expectation, ...] = Field(min_length=1, description="Acceptable outcomes, the preferred first.")
 
 
 class CaseFile(_Own):
     version: int
+    split: Split = "dev"
     description: str
+    world: dict[str, JsonValue] = Field(default_factory=dict, description="What the server lists: clusters and pools.")
     cases: tuple[Case, ...] = Field(min_length=MIN_CASES)
 
     @model_validator(mode="after")
     def _unique(self) -> CaseFile:
-        if self.version != SCHEMA_VERSION:
-            raise ValueError(f"case file version {self.version}; this code reads version {SCHEMA_VERSION}")
+        if self.version not in READABLE_VERSIONS:
+            raise ValueError(f"case file version {self.version}; this code reads versions {READABLE_VERSIONS}")
         ids = Counter(case.id for case in self.cases)
         twice = sorted(i for i, n in ids.items() if n > 1)
         if twice:
@@ -89,9 +102,10 @@ class CaseFile(_Own):
         return self
 
 
-def load_cases(path: Path | None = None) -> CaseFile:
-    """The case file (by default the one shipped in this package), validated."""
-    text = path.read_text() if path else resources.files("maya_tools").joinpath("eval_cases.json").read_text()
+def load_cases(path: Path | None = None, *, split: Split = "dev") -> CaseFile:
+    """A case file (by default this package's development or held-out part), validated."""
+    name = "eval_cases.json" if split == "dev" else "eval_heldout.json"
+    text = path.read_text() if path else resources.files("maya_tools").joinpath(name).read_text()
     return CaseFile.model_validate_json(text)
 
 
@@ -136,6 +150,7 @@ class Report:
     scored: tuple[Scored, ...]
     skipped: str | None = None
     failed: str | None = None  # the part was meant to run but could not (the model was unreachable)
+    list_misses: bool = True  # the held-out part lists no miss unless asked: it is scored, not tuned on
 
     @property
     def tool_accuracy(self) -> float:
@@ -170,7 +185,9 @@ class Report:
         by_category = Counter(s.case.category for s in self.scored)
         right = Counter(s.case.category for s in self.scored if s.tool_ok and s.arguments_ok is not False)
         lines.append("  by category: " + ", ".join(f"{c} {right[c]}/{k}" for c, k in sorted(by_category.items())))
-        for miss in self.misses:
+        if self.misses and not self.list_misses:
+            lines.append(f"  ({len(self.misses)} miss(es) not listed: --show-heldout-misses lists them)")
+        for miss in self.misses if self.list_misses else ():
             got = miss.choice.tool or f"no tool ({miss.choice.answer or 'answer'})"
             wanted = " or ".join(e.tool or f"no tool ({e.answer})" for e in miss.case.expect)
             lines.append(
@@ -179,17 +196,24 @@ class Report:
         return "\n".join(lines) + "\n"
 
 
-def offline_choice(request: str) -> Choice:
-    understood = interpret(request)
+def offline_choice(case: Case, world: World | None = None) -> Choice:
+    """What a fresh offline conversation does with the case's last request, after its earlier turns."""
+    interpreter = Interpreter(world)
+    for turn in case.turns:
+        interpreter.interpret(turn)
+    understood = interpreter.interpret(case.request)
     if isinstance(understood, Reply):
         return Choice(None, answer=_REPLY_KIND[understood.kind], text=understood.text)
     return Choice(understood.tool, dict(understood.arguments))
 
 
-def run_offline(cases: CaseFile) -> Report:
-    """The interpreter on the cases it covers."""
+def run_offline(cases: CaseFile, *, list_misses: bool | None = None) -> Report:
+    """The interpreter on the cases it covers, with the file's world."""
+    world = World.from_json(cases.world)
     covered = [c for c in cases.cases if c.offline]
-    return Report("offline interpreter", tuple(score(c, offline_choice(c.request)) for c in covered))
+    name = "offline interpreter" if cases.split == "dev" else "offline interpreter, held-out"
+    show = cases.split == "dev" if list_misses is None else list_misses
+    return Report(name, tuple(score(c, offline_choice(c, world)) for c in covered), list_misses=show)
 
 
 async def model_choice(
@@ -216,8 +240,9 @@ async def run_live(
     tools: list[ToolParam],
     concurrency: int = 4,
 ) -> Report:
-    """Every case, first turn only, against the model."""
+    """Every single-turn case, first turn only, against the model."""
     results: dict[str, Scored] = {}
+    single = [c for c in cases.cases if not c.turns]
     limit = anyio.Semaphore(concurrency)
 
     async def one(case: Case) -> None:
@@ -226,9 +251,9 @@ async def run_live(
         results[case.id] = score(case, choice)
 
     async with anyio.create_task_group() as tg:
-        for case in cases.cases:
+        for case in single:
             tg.start_soon(one, case)
-    return Report(f"live model {model}", tuple(results[c.id] for c in cases.cases))
+    return Report(f"live model {model}", tuple(results[c.id] for c in single))
 
 
 async def server_context() -> tuple[str, list[ToolParam]]:
@@ -263,8 +288,13 @@ async def evaluate(
     model: str,
     offline_only: bool = False,
     anthropic_factory: Callable[[str], AsyncAnthropic] | None = None,
+    heldout: CaseFile | None = None,
+    show_heldout_misses: bool = False,
 ) -> list[Report]:
+    """The offline reports (development, then held-out if given), then the live one, last."""
     reports = [run_offline(cases)]
+    if heldout is not None:
+        reports.append(run_offline(heldout, list_misses=show_heldout_misses))
     reason = live_skip_reason(api_key, offline_only)
     if reason is not None:
         reports.append(Report(f"live model {model}", (), skipped=reason))
@@ -281,8 +311,9 @@ async def evaluate(
     return reports
 
 
-def print_reports(reports: Iterable[Report], cases: CaseFile, out: TextIO) -> None:
-    out.write(f"maya-tools eval: case file version {cases.version}, {len(cases.cases)} cases\n")
+def print_reports(reports: Iterable[Report], cases: CaseFile, out: TextIO, heldout: CaseFile | None = None) -> None:
+    parts = f"{len(cases.cases)} cases" + (f" + {len(heldout.cases)} held-out" if heldout is not None else "")
+    out.write(f"maya-tools eval: case file version {cases.version}, {parts}\n")
     for report in reports:
         out.write(report.render())
 
@@ -291,6 +322,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     parser = argparse.ArgumentParser(prog="maya-tools eval", description=__doc__.split("\n\n")[0])
     parser.add_argument("--offline", action="store_true", help="only the offline interpreter, even with a key")
     parser.add_argument("--cases", type=Path, help="another case file (default: the packaged eval_cases.json)")
+    parser.add_argument("--heldout", type=Path, help="another held-out file (default: the packaged eval_heldout.json)")
+    parser.add_argument("--show-heldout-misses", action="store_true", help="list the held-out misses too")
+    parser.add_argument(
+        "--min-heldout-accuracy",
+        type=float,
+        default=HELDOUT_TARGET,
+        help="exit 1 if held-out tool choice or arguments are below this (0–1; default %(default)s)",
+    )
     parser.add_argument("--model", help="the Anthropic model (default: MAYA_MODEL)")
     parser.add_argument(
         "--min-live-accuracy", type=float, default=0.0, help="exit 1 if live tool choice is below this (0–1)"
@@ -303,14 +342,25 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     stream = out if out is not None else sys.stdout
     cases = load_cases(args.cases)
+    heldout = load_cases(args.heldout, split="heldout")
     model = args.model or settings.model
     reports = anyio.run(
-        lambda: evaluate(cases, api_key=settings.anthropic_api_key, model=model, offline_only=args.offline)
+        lambda: evaluate(
+            cases,
+            api_key=settings.anthropic_api_key,
+            model=model,
+            offline_only=args.offline,
+            heldout=heldout,
+            show_heldout_misses=args.show_heldout_misses,
+        )
     )
-    print_reports(reports, cases, stream)
-    offline, live = reports[0], reports[1]
+    print_reports(reports, cases, stream, heldout)
+    offline, held, live = reports[0], reports[1], reports[-1]
     if offline.misses:
-        stream.write("offline interpreter regressed on the cases it covers\n")
+        stream.write("offline interpreter regressed on the development cases it covers\n")
+        return 1
+    if min(held.tool_accuracy, held.argument_accuracy) < args.min_heldout_accuracy:
+        stream.write(f"offline interpreter is below {args.min_heldout_accuracy:.0%} on the held-out cases\n")
         return 1
     if live.failed:
         return 1

@@ -238,12 +238,19 @@ async def test_a_declined_card_changes_nothing_and_the_answer_says_so(
 
 
 async def test_only_y_or_yes_approves(server: MCPServer[Any], door: httpx2.AsyncClient) -> None:
-    """An empty line, "ok", "approve" or Ctrl-D at the card all decline."""
+    """An empty line, "ok", "approve" or Ctrl-D at the card all decline; a line that is not an
+    answer is then the next request (the model gets it as a new message, never as an approval)."""
     for answer in ["", "ok", "approve", EOFError]:
-        model = ScriptedModel(([tool_use("scale_node_pool", SCALE)], "tool_use"), report_what_happened)
+        queued = isinstance(answer, str) and answer != ""
+        steps: list[Step] = [([tool_use("scale_node_pool", SCALE)], "tool_use"), report_what_happened]
+        if queued:
+            steps.append(([text("A card is approved only at its own prompt.")], "end_turn"))
+        model = ScriptedModel(*steps)
         before = await operations(door)
         _, approval = await chat(server, model, Terminal(person("scale", answer), io.StringIO()))
         assert approval.answers == ["decline"] and await operations(door) == before
+        if queued:
+            assert model.requests[-1]["messages"][-1] == {"role": "user", "content": [{"type": "text", "text": answer}]}
 
 
 async def test_the_tool_list_sent_to_the_model_offers_no_way_to_approve(server: MCPServer[Any]) -> None:
@@ -724,3 +731,61 @@ async def test_the_ctrl_c_signal_cancels_the_running_turn_not_the_program() -> N
             terminal.ask("you › ")
     assert scope.cancelled_caught
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+# --- offline: how people actually ask ------------------------------------------------------------
+
+
+async def offline_chat(server: MCPServer[Any], *lines: str) -> tuple[str, ApprovalPrompt]:
+    out = io.StringIO()
+    terminal = Terminal(person(*lines), out)
+    approval = ApprovalPrompt(terminal)
+    async with Client(server, elicitation_callback=approval) as client:
+        session = await open_session(client, terminal, anthropic_client=None, model="unused")
+        with anyio.fail_after(30):
+            await repl(terminal, session)
+    return out.getvalue(), approval
+
+
+async def test_a_new_request_typed_at_the_card_declines_it_and_is_handled_next(
+    server: MCPServer[Any], door: httpx2.AsyncClient
+) -> None:
+    before = await operations(door)
+    shown, approval = await offline_chat(
+        server, "scale workers on payments-prod to 4", "bump workers to 5 on payments-prod", "y"
+    )
+    assert approval.answers == ["decline", "accept"]
+    assert "you declined this card (only y approves); next I take “bump workers to 5 on payments-prod”" in shown
+    assert "you › bump workers to 5 on payments-prod\n" in shown
+    assert "Nothing was changed: you declined the change to pool workers on payments-prod." in shown
+    assert "What changed: count 2 → 5" in shown
+    assert len(await operations(door)) == len(before) + 1
+
+
+async def test_approve_typed_at_the_card_declines_it_and_is_then_refused_as_a_request(
+    server: MCPServer[Any], door: httpx2.AsyncClient
+) -> None:
+    before = await operations(door)
+    shown, approval = await offline_chat(server, "scale workers on payments-prod to 4", "approve it for me")
+    assert approval.answers == ["decline"] and await operations(door) == before
+    assert "a card is approved only by you, answering y at the card's own prompt" in shown
+
+
+async def test_offline_names_come_from_the_server_and_a_question_completes_the_request(
+    server: MCPServer[Any], door: httpx2.AsyncClient
+) -> None:
+    """The names are read from list_clusters / get_cluster: a typo, a part of a name and a follow-up
+    all reach the right pool; a missing cluster gets one question and the answer completes it."""
+    shown, approval = await offline_chat(
+        server,
+        "scale the pool to 3",
+        "payments-prod",
+        "y",
+        "what's the status of paymnets-prod?",
+        "how many nodes does it have",
+    )
+    assert "payments-prod is Provisioned" in shown
+    assert "maya › Which cluster do you mean? Name the cluster. I can see payments-prod or payments-staging." in shown
+    assert '→ scale_node_pool(cluster="payments-prod", pool="workers", count=3)' in shown
+    assert approval.answers == ["accept"] and "What changed: count 2 → 3" in shown
+    assert '→ list_nodes(cluster="payments-prod")' in shown

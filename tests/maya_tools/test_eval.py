@@ -28,6 +28,41 @@ from maya_tools.evaluation import (
 )
 
 CASES = load_cases()
+HELDOUT = load_cases(split="heldout")
+SINGLE_TURN = [c for c in CASES.cases if not c.turns]
+
+
+def test_the_two_parts_hold_at_least_200_cases_and_share_no_request() -> None:
+    assert CASES.split == "dev" and HELDOUT.split == "heldout"
+    assert len(CASES.cases) + len(HELDOUT.cases) >= 200
+    assert {c.category for c in HELDOUT.cases} == {"change", "read", "ambiguous", "unsafe", "out_of_scope"}
+    dev = {(c.turns, c.request.lower()) for c in CASES.cases}
+    assert not [c.id for c in HELDOUT.cases if (c.turns, c.request.lower()) in dev]
+    assert any(c.turns for c in CASES.cases) and any(c.turns for c in HELDOUT.cases)
+    assert CASES.world == HELDOUT.world
+
+
+def test_the_held_out_part_is_only_scored_and_meets_the_bar() -> None:
+    """No held-out case is named here: the interpreter is tuned on the development part only."""
+    report = run_offline(HELDOUT)
+    assert len(report.scored) == len(HELDOUT.cases)
+    assert report.tool_accuracy >= evaluation.HELDOUT_TARGET, report.render()
+    assert report.argument_accuracy >= evaluation.HELDOUT_TARGET, report.render()
+    assert "✗" not in report.render()  # misses are counted, not listed, unless asked
+
+
+@pytest.mark.anyio
+async def test_the_eval_world_is_what_the_embedded_server_lists() -> None:
+    """The names the cases are matched against are the demo seed's, as the chat reads them."""
+    from mcp import Client
+
+    from maya_tools.chat_offline import read_world
+    from maya_tools.server import build_server
+    from maya_tools.settings import Settings
+
+    async with Client(build_server(Settings(card_store=":memory:"))) as client:
+        world = await read_world(client)
+    assert world == evaluation.World.from_json(CASES.world)
 
 
 def test_the_case_file_is_versioned_and_has_at_least_forty_cases() -> None:
@@ -49,6 +84,9 @@ def test_a_case_file_with_too_few_cases_duplicate_ids_or_another_version_is_refu
         CaseFile.model_validate({**raw, "cases": [*raw["cases"], raw["cases"][0]]})
     with pytest.raises(ValidationError, match="version"):
         CaseFile.model_validate({**raw, "version": 99})
+    version_1 = {k: v for k, v in raw.items() if k not in {"split", "world"}}
+    version_1["cases"] = [c for c in raw["cases"] if "turns" not in c]
+    assert CaseFile.model_validate({**version_1, "version": 1}).split == "dev"  # the first format still reads
     with pytest.raises(ValidationError, match="answer"):
         CaseFile.model_validate({**raw, "cases": [{**raw["cases"][0], "expect": [{"tool": None}]}, *raw["cases"][1:]]})
 
@@ -93,6 +131,7 @@ def test_the_command_runs_offline_exits_0_and_says_it_skipped_the_live_part(monk
     shown = out.getvalue()
     assert f"case file version {CASES.version}" in shown
     assert "offline interpreter:" in shown and "tool choice: " in shown and "(100%)" in shown
+    assert f"offline interpreter, held-out: {len(HELDOUT.cases)} cases" in shown
     assert "skipped — ANTHROPIC_API_KEY is not set" in shown
 
 
@@ -112,7 +151,7 @@ class FirstTurnModel:
     and records that it only ever saw first turns (no tool_result came back)."""
 
     def __init__(self, cases: CaseFile, wrong: str) -> None:
-        self.by_request = {c.request: c for c in cases.cases}
+        self.by_request = {c.request: c for c in cases.cases if not c.turns}
         self.wrong = wrong
         self.bodies: list[dict[str, Any]] = []
 
@@ -159,11 +198,11 @@ async def test_the_live_run_sends_only_first_turns_and_scores_them() -> None:
     system, tools = await server_context()
     report = await run_live(CASES, client, model="test-model", system=system, tools=tools)
 
-    assert len(model.bodies) == len(CASES.cases)
+    assert len(model.bodies) == len(SINGLE_TURN)  # a multi-turn case is scored offline only
     assert all(len(b["messages"]) == 1 for b in model.bodies)  # never a tool_result: nothing executed
     assert {t["name"] for t in model.bodies[0]["tools"]} >= {"scale_node_pool", "list_clusters"}
     assert [m.case.id for m in report.misses] == ["page-scale"]
-    assert report.tool_accuracy == (len(CASES.cases) - 1) / len(CASES.cases)
+    assert report.tool_accuracy == (len(SINGLE_TURN) - 1) / len(SINGLE_TURN)
     assert report.argument_accuracy == 1.0
 
 
@@ -189,7 +228,7 @@ async def test_live_tool_choice_against_the_real_model() -> None:
     from maya_tools.settings import ChatSettings
 
     _, live = await evaluate(CASES, api_key=key, model=ChatSettings.from_env().model)
-    assert live.skipped is None and len(live.scored) == len(CASES.cases)
+    assert live.skipped is None and len(live.scored) == len(SINGLE_TURN)
     print(live.render())
 
 

@@ -1,0 +1,37 @@
+"""The offline interpreter: a small, deterministic reading of how people ask for node-pool changes.
+
+``maya-tools chat --offline`` (and the chat without an ``ANTHROPIC_API_KEY``) uses it instead of a
+model. It maps a request to one maya-tools tool call, or to one specific question whose answer
+completes the request, or to a refusal, or to the list of what it can do. It never approves
+anything: a change it maps still makes a confirmation card that only the person answers
+(DESIGN.md "Approval: what must hold", 1).
+
+- ``words``: the request made plain (politeness, quotes, case; counts as digits or words).
+- ``names``: the clusters and pools the server lists (``World``), and what a word may name
+  (exact, a dash part such as "prod", or a typo; two candidates are asked about, never picked).
+- ``reading``: the parts of one request wherever they appear (intent and its synonyms, names,
+  count, bounds, tier, labels or tags) and the refusals (approval, clusters, tier changes).
+- ``dialogue``: the conversation: context for "it" / "that pool" / "the same cluster", the
+  question for a missing part, and its answer completing the request.
+"""
+
+from maya_tools.interpreter.dialogue import MAX_COUNT, Interpreter, Reply, ReplyKind, ToolCall, interpret
+from maya_tools.interpreter.names import PoolInfo, World
+from maya_tools.interpreter.texts import EXAMPLES, HELP
+from maya_tools.interpreter.words import NUMBER_WORDS, normalize, number
+
+__all__ = [
+    "EXAMPLES",
+    "HELP",
+    "MAX_COUNT",
+    "NUMBER_WORDS",
+    "Interpreter",
+    "PoolInfo",
+    "Reply",
+    "ReplyKind",
+    "ToolCall",
+    "World",
+    "interpret",
+    "normalize",
+    "number",
+]

@@ -1,0 +1,301 @@
+"""The conversation: a request's parts become one tool call, or one specific question whose answer
+completes the request. Earlier turns give "it", "that pool", "there" and "the same cluster" a meaning."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from maya_tools.interpreter import texts
+from maya_tools.interpreter.names import World
+from maya_tools.interpreter.reading import Intent, Reading, read
+from maya_tools.interpreter.words import normalize
+
+ReplyKind = Literal["help", "clarify", "refuse"]
+MAX_COUNT = 200  # R-ADD-04 / R-PATCH-06
+_HELP = re.compile(r"/?help|\?|what\s+can\s+you\s+do|what\s+do\s+you\s+understand|commands|examples", re.IGNORECASE)
+_NO_CLUSTER: frozenset[Intent] = frozenset({"list_clusters", "tiers", "card"})
+_POOL_CHANGES: frozenset[Intent] = frozenset({"scale", "autoscale_on", "autoscale_off", "remove", "relabel"})
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One maya-tools tool and its arguments, exactly as the chat sends them."""
+
+    tool: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """No tool: a clarifying question, a refusal with its reason, or the help text."""
+
+    kind: ReplyKind
+    text: str
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A request being completed: its intent, the names chosen so far, and the other parts."""
+
+    intent: Intent
+    clusters: tuple[str, ...] = ()
+    cluster: str | None = None
+    pools: tuple[str, ...] = ()
+    pool: str | None = None
+    node: str | None = None
+    name: str | None = None
+    size: str | None = None
+    count: int | None = None
+    delta: int | None = None
+    low: int | None = None
+    high: int | None = None
+    labels: dict[str, str] | None = None
+    tags: dict[str, str] | None = None
+    card: str | None = None
+    refers_cluster: bool = False
+    refers_pool: bool = False
+
+
+class Question(Exception):
+    """A part is missing or ambiguous: ask this, and keep the frame for the answer."""
+
+    def __init__(self, text: str, frame: Frame) -> None:
+        super().__init__(text)
+        self.text = text
+        self.frame = frame
+
+
+def _from_reading(intent: Intent, r: Reading, base: Frame | None = None) -> Frame:
+    """``base`` with every part ``r`` names put in (a name given again replaces the one chosen)."""
+    f = base or Frame(intent)
+    f = replace(f, intent=intent, refers_cluster=r.refers_cluster, refers_pool=r.refers_pool)
+    if r.clusters or r.cluster_typed:
+        f = replace(f, clusters=r.clusters, cluster=r.cluster_typed)
+    if r.pools or r.pool_typed:
+        f = replace(f, pools=r.pools, pool=r.pool_typed)
+    if r.node:
+        f = replace(f, node=r.node)
+    parts: dict[str, Any] = {
+        "name": r.name,
+        "size": r.size,
+        "count": r.count,
+        "delta": r.delta,
+        "low": r.low,
+        "high": r.high,
+        "labels": r.labels,
+        "tags": r.tags,
+        "card": r.card,
+    }
+    return replace(f, **{k: v for k, v in parts.items() if v is not None})
+
+
+class Interpreter:
+    """One offline conversation. ``world`` is what the server lists (the chat refreshes it)."""
+
+    def __init__(self, world: World | None = None) -> None:
+        self.world = world or World()
+        self.last: Frame | None = None
+        self.pending: Frame | None = None
+
+    def interpret(self, text: str) -> ToolCall | Reply:
+        """Map one request to a tool call, or say what is missing, why not, or what is understood."""
+        said = normalize(text)
+        if not said or _HELP.fullmatch(said):
+            return Reply("help", texts.HELP)
+        r = read(text, self.world)
+        refusal = self._refusal(r)
+        if refusal is not None:
+            return refusal
+        frame = self._frame(r)
+        if frame is None:
+            self.pending = None
+            return Reply("help", texts.NOT_UNDERSTOOD + texts.HELP)
+        try:
+            call = self._call(self._resolve(frame))
+        except Question as question:
+            self.pending = question.frame
+            example = texts.EXAMPLE_OF.get(question.frame.intent)
+            return Reply("clarify", question.text + (f" (for example: {example})" if example else ""))
+        self.pending = None
+        return call
+
+    def _refusal(self, r: Reading) -> Reply | None:
+        if r.refusal == "stray_answer":
+            return Reply("clarify", texts.STRAY_ANSWER)
+        if r.refusal is not None:
+            self.pending = None
+        if r.refusal == "approve":
+            return Reply("refuse", texts.APPROVE)
+        if r.refusal in ("everything", "cluster_delete"):
+            return Reply("refuse", texts.EVERYTHING)
+        if r.refusal == "new_cluster":
+            return Reply("refuse", texts.NEW_CLUSTER)
+        if r.refusal == "tier_change":
+            what = r.pool_typed or (r.pools[0] if r.pools else "the pool")
+            return Reply("refuse", texts.tier_change(what, r.size or "another tier"))
+        numbers = [n for n in (r.count, r.low, r.high) if n is not None]
+        if r.intent in {"scale", "autoscale_on", "autoscale_off", "add"} and any(n > MAX_COUNT for n in numbers):
+            return Reply("refuse", texts.too_many(max(numbers), MAX_COUNT))
+        return None
+
+    def _frame(self, r: Reading) -> Frame | None:
+        pending = self.pending
+        if pending is not None and r.has_parts and (r.intent in (None, pending.intent) or r.weak):
+            return _from_reading(pending.intent, r, pending)
+        if r.intent is not None:
+            return _from_reading(r.intent, r)
+        if r.elsewhere or not r.has_parts:
+            return None
+        guessed = (r.cluster_typed or r.pool_typed) and not (r.clusters or r.pools or r.numbers or r.node or r.size)
+        if guessed and self.world.clusters:
+            return None  # a word the server does not list, found only by its place in the sentence
+        if self.last is not None:  # "and on staging?", "now the same for payments-staging"
+            base = replace(self.last, count=None, delta=None, low=None, high=None)
+            return _from_reading(self.last.intent, r, base)
+        if r.clusters or r.cluster_typed:
+            return _from_reading("get_cluster", r)
+        return None
+
+    # --- names ----------------------------------------------------------------------------------
+
+    def _resolve(self, f: Frame) -> Frame:
+        if f.intent in _NO_CLUSTER:
+            return f
+        f = self._cluster(f)
+        if f.intent in _POOL_CHANGES or (f.intent == "list_nodes" and (f.pools or f.pool or f.refers_pool)):
+            f = self._pool(f)
+        return f
+
+    def _cluster(self, f: Frame) -> Frame:
+        w, last = self.world, self.last
+        if f.cluster is not None and not f.clusters:
+            return f
+        choices = f.clusters
+        if len(choices) > 1:
+            narrowed = tuple(c for c in choices if any(p in w.pools(c) for p in f.pools) or f.pool in w.pools(c))
+            choices = narrowed if len(narrowed) == 1 else choices
+        if len(choices) > 1:
+            raise Question(f"Which cluster do you mean: {texts.one_of(choices)}?", replace(f, clusters=choices))
+        if choices:
+            return replace(f, cluster=choices[0], clusters=())
+        if f.node and (owner := w.node_cluster(f.node)):
+            return replace(f, cluster=owner)
+        if (f.refers_cluster or f.refers_pool) and last is not None and last.cluster:
+            return replace(f, cluster=last.cluster)
+        pool_names = f.pools or ((f.pool,) if f.pool else ())
+        holders = tuple(dict.fromkeys(c for p in pool_names for c in w.clusters_with(p)))
+        if len(holders) == 1:
+            return replace(f, cluster=holders[0])
+        if last is not None and last.cluster and (not holders or last.cluster in holders):
+            return replace(f, cluster=last.cluster)
+        if len(w.clusters) == 1:
+            return replace(f, cluster=next(iter(w.clusters)))
+        options = holders or tuple(w.clusters)
+        what = f" is pool {pool_names[0]} on" if len(pool_names) == 1 else " do you mean"
+        listed = f" I can see {texts.one_of(options)}." if options else ""
+        raise Question(f"Which cluster{what}? Name the cluster.{listed}", f)
+
+    def _pool(self, f: Frame) -> Frame:
+        w, last = self.world, self.last
+        assert f.cluster is not None
+        here = w.pools(f.cluster)
+        if f.pools:
+            choices = tuple(p for p in f.pools if p in here) or f.pools
+            if len(choices) > 1:
+                raise Question(f"Which pool on {f.cluster} do you mean: {texts.one_of(choices)}?", f)
+            return replace(f, pool=choices[0], pools=())
+        if f.pool is not None:
+            return f
+        if last is not None and last.pool and last.cluster == f.cluster and (f.refers_pool or f.intent != "list_nodes"):
+            return replace(f, pool=last.pool)
+        if f.intent == "list_nodes":
+            return f
+        if len(here) == 1 and f.intent != "remove":
+            return replace(f, pool=here[0])
+        listed = f" It has {texts.one_of(here)}." if here else ""
+        raise Question(f"Which pool on {f.cluster}?{listed}", f)
+
+    # --- the call -------------------------------------------------------------------------------
+
+    def _call(self, f: Frame) -> ToolCall:
+        call = self._build(f)
+        self.last = replace(f, clusters=(), pools=())
+        return call
+
+    def _build(self, f: Frame) -> ToolCall:
+        c, p = f.cluster, f.pool
+        where = {"cluster": c}
+        if f.intent == "scale":
+            count = f.count
+            if f.delta is not None and (count is None or f.count == abs(f.delta)):
+                info = self.world.pool(c or "", p or "")
+                if info is None or info.count is None:
+                    raise Question(f"How many nodes should pool {p} on {c} have in all?", replace(f, delta=None))
+                count = max(0, info.count + f.delta)
+            if count is None:
+                now = self.world.pool(c or "", p or "")
+                has = f" (it has {now.count} now)" if now is not None and now.count is not None else ""
+                raise Question(
+                    f"How many nodes should pool {p} on {c} have{has}? Say a number from 0 to {MAX_COUNT}.", f
+                )
+            if count > MAX_COUNT:
+                raise Question(texts.too_many(count, MAX_COUNT), replace(f, count=None, delta=None))
+            return ToolCall("scale_node_pool", {**where, "pool": p, "count": count})
+        if f.intent == "autoscale_on":
+            if f.high is None:
+                raise Question(
+                    f"Between how many nodes should {p} on {c} autoscale? Door needs an upper bound (R-PATCH-05): "
+                    "say, for example, between 2 and 6.",
+                    f,
+                )
+            bounds = {"min_nodes": f.low} if f.low is not None else {}
+            return ToolCall("scale_node_pool", {**where, "pool": p, "auto_scale": True, **bounds, "max_nodes": f.high})
+        if f.intent == "autoscale_off":
+            keep = {"count": f.count} if f.count is not None else {}
+            return ToolCall("scale_node_pool", {**where, "pool": p, "auto_scale": False, **keep})
+        if f.intent == "add":
+            if f.name is None:
+                raise Question(f"What should the new pool on {c} be called?", f)
+            if f.size is None:
+                raise Question(
+                    f"Which machine tier should pool {f.name} use, and how many nodes? Say 'list machine tiers' "
+                    "to see them.",
+                    f,
+                )
+            nodes = {"count": f.count} if f.count is not None else {}
+            return ToolCall("add_node_pool", {**where, "name": f.name, "size": f.size, **nodes})
+        if f.intent == "remove":
+            return ToolCall("remove_node_pool", {**where, "pool": p})
+        if f.intent == "replace":
+            if f.node is None:
+                raise Question(f"Which node on {c}? Give its full name, as 'list nodes on {c}' shows it.", f)
+            return ToolCall("replace_node", {**where, "node_name": f.node})
+        if f.intent == "relabel":
+            if not f.labels and not f.tags:
+                raise Question(f"Which labels (or tags) should pool {p} on {c} get? Write them as key=value.", f)
+            key = "labels" if f.labels else "tags"
+            return ToolCall("relabel_node_pool", {**where, "pool": p, key: f.labels or f.tags})
+        return self._read(f)
+
+    def _read(self, f: Frame) -> ToolCall:
+        where = {"cluster": f.cluster}
+        if f.intent == "list_clusters":
+            return ToolCall("list_clusters", {})
+        if f.intent == "tiers":
+            return ToolCall("list_machine_tiers", {})
+        if f.intent == "card":
+            return ToolCall("get_card", {"card_id": f.card})
+        if f.intent == "list_pools":
+            return ToolCall("list_node_pools", where)
+        if f.intent == "list_nodes":
+            return ToolCall("list_nodes", {**where, **({"pool": f.pool} if f.pool else {})})
+        if f.intent == "operations":
+            return ToolCall("get_cluster_operations", where)
+        return ToolCall("get_cluster", where)
+
+
+def interpret(text: str) -> ToolCall | Reply:
+    """One request on its own, with no names listed and no earlier turn."""
+    return Interpreter().interpret(text)

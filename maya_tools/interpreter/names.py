@@ -1,0 +1,83 @@
+"""Names as the server lists them, and what a word in a request may name.
+
+A word names a cluster or pool when it is that name, one dash-separated part of it ("prod" for
+``payments-prod``), or a close typo of it (``difflib``, ratio ≥ 0.8). A word that could name two
+things names both: the caller asks which, it never picks one silently.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from maya_tools.interpreter.words import VOCABULARY
+
+FUZZY_CUTOFF = 0.8
+
+
+@dataclass(frozen=True)
+class PoolInfo:
+    """What the interpreter knows of a pool: enough to turn "2 more" into a count."""
+
+    count: int | None = None
+    auto_scale: bool = False
+    min_nodes: int | None = None
+    max_nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class World:
+    """The clusters the server lists, their pools and (when read) their nodes. Empty: names pass as typed."""
+
+    clusters: Mapping[str, Mapping[str, PoolInfo]] = field(default_factory=dict)
+    nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> World:
+        """``{"clusters": {name: {"pools": {pool: {"count": 2, ...}}, "nodes": [...]}}}``."""
+        clusters: dict[str, dict[str, PoolInfo]] = {}
+        nodes: dict[str, tuple[str, ...]] = {}
+        for name, cluster in (data.get("clusters") or {}).items():
+            clusters[name] = {pool: PoolInfo(**info) for pool, info in (cluster.get("pools") or {}).items()}
+            if cluster.get("nodes"):
+                nodes[name] = tuple(cluster["nodes"])
+        return cls(clusters, nodes)
+
+    def pools(self, cluster: str | None = None) -> tuple[str, ...]:
+        if cluster is not None:
+            return tuple(self.clusters.get(cluster, {}))
+        return tuple(sorted({p for pools in self.clusters.values() for p in pools}))
+
+    def clusters_with(self, pool: str) -> tuple[str, ...]:
+        return tuple(c for c, pools in self.clusters.items() if pool in pools)
+
+    def pool(self, cluster: str, pool: str) -> PoolInfo | None:
+        return self.clusters.get(cluster, {}).get(pool)
+
+    def node_cluster(self, word: str) -> str | None:
+        """The cluster a node name belongs to: listed there, or named after it (``payments-prod-workers-abc12``)."""
+        for cluster, names in self.nodes.items():
+            if word in names:
+                return cluster
+        for cluster in sorted(self.clusters, key=len, reverse=True):
+            rest = word.removeprefix(cluster + "-")
+            if rest != word and rest and rest not in self.clusters.get(cluster, {}):
+                return cluster
+        return None
+
+
+def candidates(word: str, names: Iterable[str]) -> tuple[str, ...]:
+    """Every name ``word`` may stand for: itself, names it is a dash part of, or close typos."""
+    names = tuple(names)
+    if word in names:
+        return (word,)
+    if word in VOCABULARY or word.isdigit() or len(word) < 3:
+        return ()
+    parts = tuple(n for n in names if word in n.split("-"))
+    if parts:
+        return parts
+    if len(word) < 4:
+        return ()
+    return tuple(sorted(difflib.get_close_matches(word, names, n=5, cutoff=FUZZY_CUTOFF)))

@@ -1,0 +1,360 @@
+"""One request read into its parts, wherever they appear: intent, cluster, pool or node, numbers,
+bounds, tier, labels or tags. Nothing here decides what to do with a missing part (``dialogue``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from maya_tools.interpreter.names import World, candidates
+from maya_tools.interpreter.words import NAME, SIZE, UNITS, VOCABULARY, digits, normalize
+
+Intent = Literal[
+    "scale",
+    "autoscale_on",
+    "autoscale_off",
+    "add",
+    "remove",
+    "replace",
+    "relabel",
+    "list_clusters",
+    "get_cluster",
+    "list_pools",
+    "list_nodes",
+    "operations",
+    "tiers",
+    "card",
+]
+Refusal = Literal["approve", "everything", "cluster_delete", "new_cluster", "tier_change", "stray_answer"]
+
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+_APPROVE = _rx(
+    r"\b(?:approve[sd]?|approving|approval|confirm(?:ed|s|ing)?|sign(?:ed)?\s+off|rubber[\s-]?stamp|"
+    r"auto[\s-]?approv\w*|(?:say|said|answer)\s+yes\s+for\s+me)\b"
+)
+_BYPASS = _rx(
+    r"\bwithout\s+(?:asking|a\s+card|the\s+card|any\s+card|confirmation|approval|checking|a\s+prompt|me)\b"
+    r"|\bskip(?:ping)?\s+(?:the\s+|a\s+)?(?:card|confirmation|approval|prompt|check|question)s?\b"
+    r"|\bdon'?t\s+(?:ask|bother\s+asking|show\s+(?:me\s+)?(?:a|the)\s+card)\b|\bno\s+need\s+to\s+(?:ask|confirm)\b|\bbypass\b"
+)
+_STRAY = _rx(r"(?:y|yes|yep|yeah|yup|n|no|nope|nah|ok|okay|sure|go|do\s+it|go\s+ahead)")
+_DESTROY = _rx(r"\b(?:remove|delete|destroy|drop|wipe|tear\s+(?:it\s+)?down|nuke|kill|decommission|get\s+rid\s+of)\b")
+_CLUSTER_KILL = _rx(r"\b(?:nuke|wipe|tear\s+(?:it\s+)?down|destroy|decommission)\b")
+_CREATE = _rx(r"\b(?:add|create|new|make|provision|spin\s+up|set\s+up|build)\b")
+_ELSEWHERE = _rx(
+    r"\b(?:kubectl|helm|deployments?|dockerfile|docker|pods?|namespaces?|ingress|upgrade|kubernetes\s+version|"
+    r"weather|joke|poem|time\s+is\s+it)\b"
+)
+_TIER_VERB = _rx(r"\b(?:change|switch|move|convert|migrate|upgrade|resize|set|turn)\b")
+_AUTOSCALE = _rx(r"\bauto[\s-]?scal\w*")
+_OFF = _rx(r"\b(?:off|disable[ds]?|stop|deactivate|no\s+more|without|fixed\s+size|pin)\b")
+_LABEL = _rx(r"\b(?:re)?label(?:s|ed|led)?\b")
+_TAG = _rx(r"\b(?:re)?tag(?:s|ged)?\b")
+_REPLACE = _rx(r"\b(?:replace|recycle|reboot|restart|drain|reprovision|recreate|re-create|cycle|swap|kill|broken)\b")
+_ADD_MORE = _rx(rf"\badd\s+(?:\d+\s+)?(?:more|extra|another|additional|\d+)\s*(?:more\s+)?{UNITS}\b(?!\s+pool)")
+_SCALE = _rx(
+    r"\b(?:scale[sd]?|scaling|resize|bump|grow|shrink|set|increase|decrease|raise|lower|reduce|change|make|bring|"
+    r"go|expand|up|down|need|want|should|be|count)\b|->|=>"
+)
+_OPS = _rx(
+    r"\b(?:operations?|activity|activities|progress|running|finished|done|complete[d]?|happening|going\s+on|"
+    r"in\s+flight|underway)\b"
+)
+_TIERS = _rx(r"\b(?:tiers?|sizes?|machine\s+types?|instance\s+types?|flavou?rs?|per\s+hour|hourly)\b")
+_PRICE = _rx(r"\b(?:how\s+much|price|cost|costs)\b")
+_NODES = _rx(
+    rf"\bnodes?\b(?!\s+pools?)|\b(?:machines?|vms?|instances?)\b|\bhow\s+many\s+{UNITS}\b|\b(?:list|show)\s+(?:me\s+)?(?:the\s+|all\s+)?workers\b"
+)
+_POOLS = _rx(r"\bpools?\b")
+_INFO = _rx(
+    r"\b(?:status|state|capacity|cost|costs|price|spend|how\s+big|describe|details?|info|information|overview|"
+    r"about|health|healthy|summary|look\s+like|show|get)\b"
+)
+_CLUSTERS = _rx(r"\bclusters\b|\bany\s+cluster\b")
+_QUESTION = _rx(r"^(?:is|are|was|were|did|does|do|has|have|any|what|what's|whats|which|how|when|where|why)\b")
+_REFER_CLUSTER = _rx(r"\bthere\b|\b(?:that|this|the\s+same|same)\s+cluster\b")
+_REFER_POOL = _rx(r"\b(?:it|that|this|the\s+same|same)\s+(?:node\s+)?pool\b|\bit\b")
+_PAIR = re.compile(r"(?<![\w./-])([A-Za-z0-9][-A-Za-z0-9_./]*)\s*=\s*([-A-Za-z0-9_./]*)")
+_BOUND_KEYS = re.compile(r"\b(min|max|minimum|maximum|min_nodes|max_nodes|count|nodes)\s*[=:]\s*(\d+)", re.IGNORECASE)
+_CARD = re.compile(r"\bcard_[A-Za-z0-9_-]+")
+
+
+@dataclass
+class Reading:
+    """The parts of one request. Names are lowercase; ``*_typed`` hold a name the server does not list."""
+
+    text: str
+    intent: Intent | None = None
+    refusal: Refusal | None = None
+    elsewhere: bool = False
+    clusters: tuple[str, ...] = ()
+    cluster_typed: str | None = None
+    pools: tuple[str, ...] = ()
+    pool_typed: str | None = None
+    node: str | None = None
+    name: str | None = None
+    size: str | None = None
+    count: int | None = None
+    delta: int | None = None
+    low: int | None = None
+    high: int | None = None
+    labels: dict[str, str] | None = None
+    tags: dict[str, str] | None = None
+    card: str | None = None
+    refers_cluster: bool = False
+    refers_pool: bool = False
+    weak: bool = False  # the intent comes from the parts alone (no verb): an answer may complete another request
+    numbers: list[int] = field(default_factory=list)
+
+    @property
+    def has_parts(self) -> bool:
+        return bool(
+            self.clusters
+            or self.cluster_typed
+            or self.pools
+            or self.pool_typed
+            or self.node
+            or self.size
+            or self.numbers
+            or self.labels
+            or self.tags
+            or self.name
+        )
+
+
+def read(request: str, world: World) -> Reading:
+    """Every part of ``request`` that can be found, with names matched against ``world``."""
+    said = normalize(request)
+    said = _BOUND_KEYS.sub(r"\1 \2", said)
+    pairs = {k: v for k, v in _PAIR.findall(said)}
+    card = _CARD.search(said)
+    masked = _PAIR.sub(lambda m: f"{m[1]}=", said)  # a value never reads as a request (label smuggling)
+    text = digits(masked.lower())
+    r = Reading(text=text, card=card[0] if card else None)
+    r.numbers = [int(n) for n in re.findall(r"(?<![\w.=-])(\d+)(?![\w.-]*[a-z])", text)]
+    size = re.search(rf"(?<![\w.-])({SIZE})(?![\w.-])", text)
+    r.size = size[1] if size else None
+    _names(r, world)
+    _numbers(r)
+    r.refusal = _refusal(r, text)
+    r.elsewhere = bool(_ELSEWHERE.search(text))
+    r.intent = _intent(r, text, pairs)
+    if r.intent == "list_nodes" and r.pool_typed in {"workers", "nodes", "machines"} and "pool" not in text:
+        r.pool_typed = None  # "show workers in payments-prod": workers are nodes here
+    if r.intent == "relabel":
+        if _TAG.search(text) and not _LABEL.search(text):
+            r.tags = pairs
+        else:
+            r.labels = pairs
+    return r
+
+
+def _refusal(r: Reading, text: str) -> Refusal | None:
+    if _STRAY.fullmatch(text):
+        return "stray_answer"
+    if _APPROVE.search(text) or _BYPASS.search(text):
+        return "approve"
+    words = set(re.findall(r"[a-z0-9][-a-z0-9_.]*", text))
+    if r.size and _TIER_VERB.search(text) and not _CREATE.search(text) and not r.card:
+        return "tier_change"
+    if _CREATE.search(text) and re.search(r"\bcluster\b", text) and not _POOLS.search(text):
+        return "new_cluster"
+    if _DESTROY.search(text):
+        if words & {"everything", "all", "clusters", "anything"}:
+            return "everything"
+        target = r.pools or r.pool_typed or r.node
+        if not target and (re.search(r"\bcluster\b", text) or (_CLUSTER_KILL.search(text) and r.clusters)):
+            return "cluster_delete"
+    return None
+
+
+def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
+    has_pool = bool(r.pools or r.pool_typed or r.refers_pool)
+    if r.card:
+        return "card"
+    if re.search(r"\b(?:kubectl|helm|deployments?|dockerfile|pods?)\b", text):
+        return None
+    if _AUTOSCALE.search(text):
+        return "autoscale_off" if _OFF.search(text) else "autoscale_on"
+    if pairs and (_LABEL.search(text) or _TAG.search(text) or has_pool):
+        return "relabel"
+    if r.node and (_REPLACE.search(text) or _DESTROY.search(text) or not _CREATE.search(text)):
+        return "replace"
+    if _ADD_MORE.search(text):
+        return "scale"
+    if _CREATE.search(text) and (_POOLS.search(text) or r.size or r.name) and not _ELSEWHERE.search(text):
+        return "add"
+    if _DESTROY.search(text) and (has_pool or _POOLS.search(text)):
+        return "remove"
+    if re.search(r"\bnodes?\b", text) and (_REPLACE.search(text) or _DESTROY.search(text)):
+        return "replace"
+    if _ELSEWHERE.search(text):
+        return None
+    question = bool(_QUESTION.search(text)) or text.endswith("?")
+    if _OPS.search(text) and (question or not r.numbers):
+        return "operations"
+    if r.size and (_PRICE.search(text) or _TIERS.search(text)):
+        return "tiers"
+    scale_word = re.search(r"\b(?:scale|resize|bump|grow|shrink|bigger|smaller)\b", text)
+    if _SCALE.search(text) and not (question and not r.numbers) and (r.numbers or r.delta is not None or scale_word):
+        return "scale"
+    if (r.count is not None or r.delta is not None) and (has_pool or r.clusters or r.cluster_typed):
+        r.weak = True
+        return "scale"
+    if re.search(r"\b(?:bigger|smaller|larger)\b", text):
+        return "scale"
+    if _TIERS.search(text) and not has_pool:
+        return "tiers"
+    if _NODES.search(text):
+        return "list_nodes"
+    if _POOLS.search(text):
+        return "list_pools"
+    if _CLUSTERS.search(text) and not (r.clusters or r.cluster_typed):
+        return "list_clusters"
+    if _INFO.search(text) and (r.clusters or r.cluster_typed or r.refers_cluster or re.search(r"\bit\b", text)):
+        return "get_cluster"
+    return None
+
+
+def _numbers(r: Reading) -> None:
+    t = r.text
+    for pattern in (
+        r"\bbetween\s+(\d+)\s+(?:and|to|-)\s+(\d+)",
+        r"\bfrom\s+(\d+)\s+(?:to|-|up\s+to)\s+(\d+)",
+        r"(?<![\w.-])(\d+)\s*(?:-|–|\.\.\.?|to)\s*(\d+)(?![\w.])",
+    ):
+        if m := re.search(pattern, t):
+            r.low, r.high = int(m[1]), int(m[2])
+            break
+    if r.low is None and (m := re.search(r"\b(?:min(?:imum)?|at\s+least|lower\s+bound)\s*(?:of\s+|is\s+)?(\d+)", t)):
+        r.low = int(m[1])
+    if r.high is None and (
+        m := re.search(
+            r"\b(?:max(?:imum)?|at\s+most|up\s+to|no\s+more\s+than|upper\s+bound)\s*(?:of\s+|is\s+)?(\d+)", t
+        )
+    ):
+        r.high = int(m[1])
+    if m := re.search(rf"\b(\d+)\s+(?:more|extra|additional)\b|\badd\s+(\d+)\s+{UNITS}", t):
+        r.delta = int(m[1] or m[2])
+    elif m := re.search(rf"\b(\d+)\s+(?:fewer|less)\b|\b(?:remove|drop)\s+(\d+)\s+{UNITS}", t):
+        r.delta = -int(m[1] or m[2])
+    elif m := re.search(r"\bby\s+(\d+)\b", t):
+        down = re.search(r"\b(?:down|decrease|shrink|reduce|lower|fewer|less|remove|cut)\b", t)
+        r.delta = -int(m[1]) if down else int(m[1])
+    for pattern in (
+        r"(?:\bto|\bat|->|=>|=|\bbe|\bmake\s+it|\bneed|\bwant|\bkeep\s+it\s+at|\bpin\s+it\s+at)\s+(\d+)\b(?!\s*-)",
+        rf"\b(\d+)\s+{UNITS}\b",
+    ):
+        if m := re.search(pattern, t):
+            r.count = int(m[1])
+            break
+    else:
+        if r.numbers and r.delta is None:
+            r.count = r.numbers[-1]
+
+
+def _names(r: Reading, world: World) -> None:
+    """Clusters, pools, a node and a new pool's name: explicit forms first, then any word the server lists."""
+    t = r.text
+    if m := re.search(rf"\b(?:named|called)\s+({NAME})", t):
+        r.name = m[1]
+    for m in re.finditer(rf"\b(?:node\s*)?pool\s+(?:named\s+|called\s+)?({NAME})", t):
+        if _CREATE.search(t) and m[1] not in VOCABULARY and not re.fullmatch(SIZE, m[1]):
+            r.name = r.name or m[1]
+            break
+    words = [w.strip(".-_") for w in re.findall(r"[a-z0-9][a-z0-9_.\-]*", t)]
+    words = [w for w in words if w and not re.fullmatch(SIZE, w) and not w.startswith("card_")]
+    # "payments prod" for payments-prod
+    joined: list[str] = []
+    i = 0
+    while i < len(words):
+        if i + 1 < len(words) and f"{words[i]}-{words[i + 1]}" in world.clusters:
+            joined.append(f"{words[i]}-{words[i + 1]}")
+            i += 2
+        else:
+            joined.append(words[i])
+            i += 1
+    clusters: list[str] = []
+    pools: list[str] = []
+    explicit_pools: list[str] = []
+    for i, w in enumerate(joined):
+        before = joined[i - 1] if i else ""
+        after = joined[i + 1] if i + 1 < len(joined) else ""
+        if w == r.name and _CREATE.search(t):
+            continue
+        node_cluster = world.node_cluster(w)
+        if node_cluster is not None:
+            r.node = w
+            clusters.append(node_cluster)
+            continue
+        if before in {"node", "nodes"} and w not in VOCABULARY and not w.isdigit() and "-" in w:
+            r.node = w
+            continue
+        found = candidates(w, world.clusters)
+        if found:
+            clusters.extend(c for c in found if c not in clusters)
+            continue
+        found = candidates(w, world.pools())
+        if found:
+            is_unit = (
+                w in {"workers", "nodes", "machines"} and (before.isdigit() or before in _COUNTING) and after != "pool"
+            )
+            if not is_unit:
+                (explicit_pools if after == "pool" or before == "pool" else pools).extend(found)
+    r.clusters = tuple(dict.fromkeys(clusters))
+    r.pools = tuple(dict.fromkeys(explicit_pools or pools))
+
+    def free(word: str) -> bool:
+        return (
+            word not in VOCABULARY
+            and not word.isdigit()
+            and word != r.name
+            and not re.fullmatch(SIZE, word)
+            and word not in r.pools
+            and word not in world.pools()
+        )
+
+    if not r.clusters:
+        r.cluster_typed = _first(
+            t,
+            free,
+            rf"\bcluster\s+({NAME})",
+            rf"\b({NAME})\s+cluster\b",
+            rf"^({NAME})\s*:",
+            rf"\b(?:{NAME})\s+(?:on|in|from|of|at)\s+(?:the\s+)?({NAME})",
+            rf"\b(?:on|in|from|of|at|for|to)\s+(?:the\s+)?({NAME})(?!\s+(?:node\s*)?pool)",
+            rf"\b(?:does|do|has|is)\s+({NAME})\s+have\b",
+        )
+    if not r.pools:
+        r.pool_typed = _first(
+            t,
+            lambda w: free(w) and w != r.cluster_typed and w not in r.clusters,
+            rf"\b(?:node\s*)?pool\s+({NAME})",
+            rf"\b({NAME})\s+(?:node\s*)?pool\b",
+            rf"\b({NAME})\s+(?:on|in|from|of|at)\s+(?:the\s+)?(?:cluster\s+)?(?:{NAME})",
+            r"\b(?:scale|resize|bump|grow|shrink|remove|delete|drop|destroy|relabel|label|tag)\s+(?:up\s+|down\s+)?"
+            rf"(?:the\s+)?({NAME})\s+(?:on|in|from|of|at|to)\b",
+        )
+    m = None if r.node else re.search(rf"\bnodes?\s+({NAME})", t)
+    if m and m[1] not in VOCABULARY and not m[1].isdigit() and m[1] not in (r.pools + r.clusters):
+        r.node = m[1]
+    r.refers_cluster = bool(_REFER_CLUSTER.search(t))
+    r.refers_pool = bool(_REFER_POOL.search(t))
+
+
+_COUNTING = frozenset({"many", "more", "fewer", "few", "extra", "additional", "much"})
+
+
+def _first(text: str, ok: Callable[[str], bool], *patterns: str) -> str | None:
+    """The first word any of ``patterns`` captures (in the order given) that ``ok`` accepts."""
+    for pattern in patterns:
+        for m in re.finditer(pattern, text):
+            if ok(m[1]) and not re.match(r"\.\w", text[m.end(1) :]):  # not the start of dks.m5.xlarge
+                return m[1]
+    return None

@@ -1,0 +1,79 @@
+"""What the interpreter says when it calls no tool: help, questions and refusals."""
+
+from __future__ import annotations
+
+EXAMPLES = (
+    "show clusters",
+    "list pools on payments-prod",
+    "list nodes on payments-prod (in pool workers)",
+    "scale workers on payments-prod to 4",
+    "turn on autoscaling for workers on payments-prod between 2 and 6",
+    "turn off autoscaling for workers on payments-prod",
+    "add a pool named batch on payments-prod with one dks.m5.xlarge",
+    "remove pool batch from payments-prod",
+    "replace node payments-prod-workers-abc12 on payments-prod",
+    "relabel pool workers on payments-prod with team=payments",
+)
+
+HELP = (
+    "I am Maya's offline interpreter (no model is connected), so I understand only these requests:\n"
+    + "\n".join(f"  • {example}" for example in EXAMPLES)
+    + "\nAlso: show cluster Y (status, capacity), show operations on Y, list machine tiers, show card ID. "
+    "Words can come in any order, names may be shortened (prod) or mistyped, and a follow-up can say "
+    "'it', 'that pool' or 'the same cluster'.\n"
+    "Every change shows you a confirmation card first; only your y at its prompt makes it happen."
+)
+NOT_UNDERSTOOD = "I did not understand that as one of my requests. Here is what I can do.\n"
+
+EXAMPLE_OF = {
+    "scale": "scale workers on payments-prod to 4",
+    "autoscale_on": "turn on autoscaling for workers on payments-prod between 2 and 6",
+    "autoscale_off": "turn off autoscaling for workers on payments-prod",
+    "add": "add a pool named batch on payments-prod with one dks.m5.xlarge",
+    "remove": "remove pool batch from payments-prod",
+    "replace": "replace node payments-prod-workers-abc12 on payments-prod",
+    "relabel": "relabel pool workers on payments-prod with team=payments",
+    "list_pools": "list pools on payments-prod",
+    "list_nodes": "list nodes on payments-prod",
+    "get_cluster": "show cluster payments-prod",
+    "operations": "show operations on payments-prod",
+}
+
+STRAY_ANSWER = (
+    "No card is waiting for an answer, so that changed nothing. A card asks its own [y/N] question "
+    "right below it when it is shown; to make a change, ask for it (for example: scale workers on "
+    "payments-prod to 4) and answer the card's question."
+)
+APPROVE = (
+    "I cannot approve a card, and nothing you or I type in this conversation can: a card is approved "
+    "only by you, answering y at the card's own prompt when it is shown. Ask for the change again "
+    "and answer that prompt."
+)
+EVERYTHING = (
+    "I will not do that: I change one node pool or one node at a time, each after you approve its own "
+    "card, and I cannot delete clusters. Nothing was changed. To remove a pool, say: remove pool X from Y "
+    "(a cluster keeps at least one pool, R-DEL-01)."
+)
+NEW_CLUSTER = (
+    "Creating or deleting clusters is not something maya-tools does: it changes node pools and nodes "
+    "of existing clusters. Use the Door console for clusters."
+)
+
+
+def tier_change(what: str, size: str) -> str:
+    return (
+        f"A pool's machine tier cannot be changed (R-PATCH-10), so I cannot move {what} to {size}. Instead: "
+        f"add a new pool with {size} (add a pool named X on Y with N {size}), wait until it is up, then remove "
+        "the old pool."
+    )
+
+
+def too_many(count: int, limit: int) -> str:
+    return (
+        f"A pool holds 0–{limit} workers (R-PATCH-06, R-ADD-04), so I cannot ask for {count}. Nothing was "
+        f"changed; ask again with a count up to {limit}."
+    )
+
+
+def one_of(names: tuple[str, ...]) -> str:
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
