@@ -18,6 +18,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend_client.models import Cluster, Phase, PublicNodePoolCreateRequest
+from reference_backend import views
 from reference_backend.backend import ReferenceBackend, RequestRecord
 from reference_backend.bodies import read_json_body
 from reference_backend.clock import AdjustableClock, ClockError
@@ -217,7 +218,7 @@ async def set_credit(request: Request, name: str, body: CreditBody) -> dict[str,
 async def put_token(request: Request, token: str, body: TokenBody) -> dict[str, str]:
     backend = backend_of(request.app)
     principal = backend.put_token(token, body.user, body.organisation, body.role)
-    return principal.doc()
+    return views.principal_body(principal)
 
 
 @router.delete("/tokens/{token}", status_code=204)
