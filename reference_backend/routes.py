@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from backend_client import models
-from reference_backend import idempotency
+from reference_backend import idempotency, views
 from reference_backend.backend import ReferenceBackend
 from reference_backend.bodies import bearer, parse_create, parse_node_name, parse_patch, read_json_body
 from reference_backend.edge import PREFIX, backend_of, problem_responses, request_id_of, spend_fault_latency
@@ -121,13 +121,7 @@ def _on_cluster(
 )
 async def machine_tiers(request: Request) -> Response:
     """The machine-tier catalog: vCPU, memory, disk and hourly price of every size."""
-    return await _read(
-        request,
-        lambda backend, _: {
-            "schema_version": models.CATALOG_SCHEMA,
-            "items": [t.model_dump(mode="json") for t in backend.catalog.values()],
-        },
-    )
+    return await _read(request, lambda backend, _: views.catalog_body(backend.catalog))
 
 
 @router.get(
