@@ -17,7 +17,6 @@ from itertools import takewhile
 from typing import Any
 
 from reference_backend.errors import Refusal
-from reference_backend.world import Doc, iso, parse_time
 
 KEY_TTL = timedelta(hours=24)
 
@@ -40,19 +39,6 @@ class StoredAnswer:
     body: str
     headers: dict[str, str]
     expires_at: datetime
-
-    def doc(self) -> Doc:
-        return {
-            "fingerprint": self.fingerprint,
-            "status": self.status,
-            "body": self.body,
-            "headers": self.headers,
-            "expires_at": iso(self.expires_at),
-        }
-
-    @classmethod
-    def from_doc(cls, doc: Doc) -> StoredAnswer:
-        return cls(doc["fingerprint"], doc["status"], doc["body"], dict(doc["headers"]), parse_time(doc["expires_at"]))
 
 
 class IdempotencyStore:

@@ -11,12 +11,12 @@ answers 401 until the admin plane adds tokens (``PUT /_reference/tokens/{token}`
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final
+from typing import Final, Literal
 
 from backend_client.models import PublicNodePoolCreateRequest
+from reference_backend.setters import WorldSetters
 
-if TYPE_CHECKING:
-    from reference_backend.backend import ReferenceBackend, SeedName
+SeedName = Literal["demo", "empty"]
 
 DEMO_ORGANISATION: Final = "payments"
 DEMO_CREDIT: Final = 5000.0
@@ -50,7 +50,7 @@ DEMO_TOKENS: Final = {
 _CLUSTERS_BORN: Final = datetime(2026, 9, 30, 9, 0, 0, tzinfo=UTC)
 
 
-def populate(backend: ReferenceBackend, seed: SeedName) -> None:
+def populate(backend: WorldSetters, seed: SeedName) -> None:
     """Fill an empty backend with the named world."""
     if seed == "empty":
         return

@@ -1,8 +1,8 @@
 """The simulated world's records: organisations, tokens, clusters, pools, workers, operations.
 
-Plain dataclasses, each able to turn itself into a JSON document (``doc``) and back (``from_doc``),
-so the store can keep one row per cluster, pool, operation and inventory snapshot and write only
-the rows a change touched. Public bodies are built from these records with ``to_public``.
+Plain dataclasses. ``persistence`` writes each as one row of the state file from its fields (a
+field marked ``NOT_IN_ROW`` is derived, or kept in a table of its own); ``views`` builds the
+response bodies, from the items the records give with ``to_public``.
 """
 
 from __future__ import annotations
@@ -14,12 +14,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Final, Literal
 
 from backend_client.models import NodePool, NodeStatus, OperationKind, OperationStatus, Phase, PoolLifecycle
 
 Role = Literal["super_admin", "member"]
 Doc = dict[str, Any]
+
+# Phases of a cluster that is gone: 404 to every request (R-AUTH-04), listed nowhere.
+TORN_DOWN: Final = frozenset({"Deprovisioned"})
+
+# Field metadata: not part of the record's row (``persistence.encode`` skips it).
+NOT_IN_ROW: Final = MappingProxyType({"stored": False})
 
 
 def compact_json(value: Any) -> bytes:
@@ -59,13 +66,6 @@ class Organisation:
     name: str
     credit: float
 
-    def doc(self) -> Doc:
-        return {"name": self.name, "credit": self.credit}
-
-    @classmethod
-    def from_doc(cls, doc: Doc) -> Organisation:
-        return cls(doc["name"], float(doc["credit"]))
-
 
 def token_digest(token: str) -> str:
     """The SHA-256 (hex) a bearer token is kept and looked up by: the state file never holds a token."""
@@ -79,13 +79,6 @@ class Principal:
     user: str
     organisation: str
     role: Role
-
-    def doc(self) -> Doc:
-        return {"user": self.user, "organisation": self.organisation, "role": self.role}
-
-    @classmethod
-    def from_doc(cls, doc: Doc) -> Principal:
-        return cls(doc["user"], doc["organisation"], doc["role"])
 
 
 @dataclass
@@ -117,31 +110,6 @@ class Worker:
             "deleted_at": iso_or_none(self.deleted_at),
         }
 
-    def doc(self) -> Doc:
-        return {
-            "id": self.id,
-            "seq": self.seq,
-            "status": self.status,
-            "created_at": iso(self.created_at),
-            "next_at": iso_or_none(self.next_at),
-            "name": self.name,
-            "kubernetes_version": self.kubernetes_version,
-            "deleted_at": iso_or_none(self.deleted_at),
-        }
-
-    @classmethod
-    def from_doc(cls, doc: Doc) -> Worker:
-        return cls(
-            id=doc["id"],
-            seq=doc["seq"],
-            status=doc["status"],
-            created_at=parse_time(doc["created_at"]),
-            next_at=parse_time_or_none(doc["next_at"]),
-            name=doc["name"],
-            kubernetes_version=doc["kubernetes_version"],
-            deleted_at=parse_time_or_none(doc["deleted_at"]),
-        )
-
 
 @dataclass
 class Pool:
@@ -162,7 +130,10 @@ class Pool:
     workers: dict[str, Worker] = field(default_factory=dict)
     # Derived, not stored: how many of ``workers`` are in each status, kept by ``add_worker``,
     # ``set_status`` and ``remove_worker`` so an operation's progress is O(1), not a scan of the pool.
-    status_counts: Counter[NodeStatus] = field(default_factory=Counter, repr=False, compare=False)
+    status_counts: Counter[NodeStatus] = field(default_factory=Counter, repr=False, compare=False, metadata=NOT_IN_ROW)
+
+    def __post_init__(self) -> None:
+        self.status_counts = Counter(w.status for w in self.workers.values())  # a pool read back with its workers
 
     def to_model(self) -> NodePool:
         return NodePool.model_validate(self.to_public())
@@ -222,36 +193,6 @@ class Pool:
     def active_count(self) -> int:
         return len(self.workers) - self.draining_count
 
-    def doc(self) -> Doc:
-        return self.to_public() | {
-            "cluster_id": self.cluster_id,
-            "created_at": iso(self.created_at),
-            "seq": self.seq,
-            "workers": [w.doc() for w in self.workers.values()],
-        }
-
-    @classmethod
-    def from_doc(cls, doc: Doc) -> Pool:
-        pool = cls(
-            id=doc["id"],
-            cluster_id=doc["cluster_id"],
-            name=doc["name"],
-            size=doc["size"],
-            count=doc["count"],
-            auto_scale=doc["auto_scale"],
-            min_nodes=doc["min_nodes"],
-            max_nodes=doc["max_nodes"],
-            labels=dict(doc["labels"]),
-            tags=dict(doc["tags"]),
-            root_volume_size_gib=doc["root_volume_size_gib"],
-            lifecycle=doc["lifecycle"],
-            created_at=parse_time(doc["created_at"]),
-            seq=doc["seq"],
-        )
-        for w in doc["workers"]:
-            pool.add_worker(Worker.from_doc(w))
-        return pool
-
 
 @dataclass
 class Operation:
@@ -286,36 +227,6 @@ class Operation:
             "message": self.message,
         }
 
-    def doc(self) -> Doc:
-        return self.to_public() | {
-            "seq": self.seq,
-            "cluster_id": self.cluster_id,
-            "pool_id": self.pool_id,
-            "due_at": iso_or_none(self.due_at),
-            "old_worker_id": self.old_worker_id,
-            "new_worker_id": self.new_worker_id,
-        }
-
-    @classmethod
-    def from_doc(cls, doc: Doc) -> Operation:
-        return cls(
-            id=doc["id"],
-            seq=doc["seq"],
-            cluster_id=doc["cluster_id"],
-            kind=doc["kind"],
-            target=doc["target"],
-            pool=doc["pool"],
-            pool_id=doc["pool_id"],
-            status=doc["status"],
-            started_at=parse_time(doc["started_at"]),
-            finished_at=parse_time_or_none(doc["finished_at"]),
-            error=doc["error"],
-            message=doc["message"],
-            due_at=parse_time_or_none(doc["due_at"]),
-            old_worker_id=doc["old_worker_id"],
-            new_worker_id=doc["new_worker_id"],
-        )
-
 
 class Snapshot(list[Doc]):
     """The node items of one inventory refresh (R-NODE-04), never changed once taken.
@@ -345,18 +256,6 @@ class Inventory:
     taken_at: datetime | None = None
     refresh_at: datetime | None = None
 
-    def doc(self) -> Doc:
-        return {
-            "snapshot": self.snapshot,
-            "taken_at": iso_or_none(self.taken_at),
-            "refresh_at": iso_or_none(self.refresh_at),
-        }
-
-    @classmethod
-    def from_doc(cls, doc: Doc) -> Inventory:
-        snapshot = None if doc["snapshot"] is None else Snapshot(doc["snapshot"])
-        return cls(snapshot, parse_time_or_none(doc["taken_at"]), parse_time_or_none(doc["refresh_at"]))
-
 
 @dataclass
 class Cluster:
@@ -367,15 +266,20 @@ class Cluster:
     kubernetes_version: str
     tags: list[str]
     created_at: datetime
-    pools: dict[str, Pool] = field(default_factory=dict)
+    # Pools, operations and the inventory are rows of their own tables.
+    pools: dict[str, Pool] = field(default_factory=dict, metadata=NOT_IN_ROW)
     # Every operation the cluster has had, oldest first (``seq`` order; ``add_operation`` keeps it).
-    operations: dict[str, Operation] = field(default_factory=dict)
-    inventory: Inventory = field(default_factory=Inventory)
-    node_names: set[str] = field(default_factory=set)  # derived, not stored: kubectl names in use
-    # Derived, not stored: the running operations, oldest first, and the same by pool id, so that
-    # neither a worker's state change nor an R-OP-01 check scans the cluster's whole history.
-    running: dict[str, Operation] = field(default_factory=dict)
-    running_by_pool: dict[str, dict[str, Operation]] = field(default_factory=dict)
+    operations: dict[str, Operation] = field(default_factory=dict, metadata=NOT_IN_ROW)
+    inventory: Inventory = field(default_factory=Inventory, metadata=NOT_IN_ROW)
+    node_names: set[str] = field(default_factory=set, metadata=NOT_IN_ROW)  # derived: kubectl names in use
+    # Derived: the running operations, oldest first, and the same by pool id, so that neither a
+    # worker's state change nor an R-OP-01 check scans the cluster's whole history.
+    running: dict[str, Operation] = field(default_factory=dict, metadata=NOT_IN_ROW)
+    running_by_pool: dict[str, dict[str, Operation]] = field(default_factory=dict, metadata=NOT_IN_ROW)
+
+    @property
+    def torn_down(self) -> bool:
+        return self.phase in TORN_DOWN
 
     def pool_named(self, name: str) -> Pool | None:
         """The alive pool of that name; a ``deleting`` pool does not count (R-PATCH-07, R-ADD-02)."""
@@ -416,26 +320,3 @@ class Cluster:
         self.running_by_pool.clear()
         for op in sorted(operations, key=lambda op: op.seq):
             self.add_operation(op)
-
-    def doc(self) -> Doc:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "organisation": self.organisation,
-            "phase": self.phase,
-            "kubernetes_version": self.kubernetes_version,
-            "tags": list(self.tags),
-            "created_at": iso(self.created_at),
-        }
-
-    @classmethod
-    def from_doc(cls, doc: Doc) -> Cluster:
-        return cls(
-            id=doc["id"],
-            name=doc["name"],
-            organisation=doc["organisation"],
-            phase=doc["phase"],
-            kubernetes_version=doc["kubernetes_version"],
-            tags=list(doc["tags"]),
-            created_at=parse_time(doc["created_at"]),
-        )

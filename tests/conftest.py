@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 import httpx2
 import pytest
+from fastapi import FastAPI
 
 from reference_backend.app import create_app
 from reference_backend.backend import ReferenceBackend
@@ -31,10 +32,26 @@ def backend(clock: ManualClock) -> ReferenceBackend:
     return ReferenceBackend(clock=clock, seed="demo")
 
 
+@pytest.fixture(scope="session")
+def door_app() -> FastAPI:
+    """One reference backend app (admin plane on) for the whole session.
+
+    Its routes read ``app.state.backend``, so each test points it at its own world (``app``) rather
+    than building an app whose routes FastAPI would prepare again on its first request (~10 ms).
+    """
+    return create_app(admin_token=ADMIN_TOKEN)
+
+
 @pytest.fixture
-async def door(backend: ReferenceBackend) -> AsyncIterator[httpx2.AsyncClient]:
+def app(door_app: FastAPI, backend: ReferenceBackend) -> FastAPI:
+    """The session's app, serving this test's ``backend`` (its faults and request log included)."""
+    door_app.state.backend = backend
+    return door_app
+
+
+@pytest.fixture
+async def door(app: FastAPI) -> AsyncIterator[httpx2.AsyncClient]:
     """A raw HTTP client of the reference backend app (no token set: pass `headers=auth(...)`)."""
-    app = create_app(backend, admin_token=ADMIN_TOKEN)
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE_URL) as client:
         yield client
 

@@ -11,10 +11,8 @@ from fastapi import FastAPI
 from backend_client import DoorClient
 from confirmation_cards import ApprovalService, Planner, SqliteCardStore
 from reference_backend import seed
-from reference_backend.app import create_app
-from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
-from tests.conftest import ADMIN_TOKEN, BASE_URL
+from tests.conftest import ADMIN_TOKEN, BASE_URL  # the `app` fixture: tests/conftest.py
 
 # Every secret a card, a rendering or an audit row must never contain.
 SECRETS = (seed.DEMO_ADMIN_TOKEN, seed.DEMO_MEMBER_TOKEN, seed.DEMO_OUTSIDER_TOKEN, ADMIN_TOKEN)
@@ -22,11 +20,6 @@ SECRETS = (seed.DEMO_ADMIN_TOKEN, seed.DEMO_MEMBER_TOKEN, seed.DEMO_OUTSIDER_TOK
 
 async def _no_sleep(_: float) -> None:
     """Retries and polling wait on the simulated clock, never on the wall clock."""
-
-
-@pytest.fixture
-def app(backend: ReferenceBackend) -> FastAPI:
-    return create_app(backend, admin_token=ADMIN_TOKEN)
 
 
 def _client(app: FastAPI, token: str) -> DoorClient:
