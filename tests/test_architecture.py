@@ -38,17 +38,12 @@ KNOWN_LAYER_VIOLATIONS: frozenset[tuple[str, str]] = frozenset(
 )
 
 # A package's __init__ runs before any of its modules, so ``import backend_client.models`` executes
-# ``backend_client/__init__.py``, which today imports the HTTP client (and httpx2) and the error tree.
-# These are the modules of backend_client that importing the contract loads today beyond the contract;
-# the fix is an __init__ that does not import the client eagerly.
-KNOWN_CONTRACT_LEAKS: frozenset[str] = frozenset(
-    {"backend_client.client", "backend_client.errors", "backend_client._constants", "backend_client._retry"}
-)
+# ``backend_client/__init__.py``; it loads the client and the error tree lazily (PEP 562), so importing
+# the contract loads nothing beyond it.
+KNOWN_CONTRACT_LEAKS: frozenset[str] = frozenset()
 
 # Modules over MAX_LINES today, outside reference_backend; another engineer shrinks them.
-KNOWN_LARGE_MODULES: frozenset[str] = frozenset(
-    {"backend_client.client", "confirmation_cards.approval", "confirmation_cards.planner"}
-)
+KNOWN_LARGE_MODULES: frozenset[str] = frozenset({"backend_client.client", "confirmation_cards.planner"})
 
 
 def _module_name(path: Path) -> str:
@@ -83,10 +78,24 @@ def _ours(name: str) -> str | None:
     return None
 
 
-def _imported_names(module: str, tree: ast.AST) -> Iterator[str]:
-    """Every dotted name the module imports, anywhere in its body (functions and TYPE_CHECKING included)."""
-    package = module if _is_package(module) else module.rpartition(".")[0]
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """The ids of import nodes under ``if TYPE_CHECKING:``: edges for cycles, but never executed."""
+    guarded: set[int] = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for inner in node.body:
+                guarded.update(id(sub) for sub in ast.walk(inner))
+    return guarded
+
+
+def _imported_names(module: str, tree: ast.AST, *, runtime_only: bool = False) -> Iterator[str]:
+    """Every dotted name the module imports, anywhere in its body (functions and TYPE_CHECKING included,
+    the latter left out with ``runtime_only``)."""
+    package = module if _is_package(module) else module.rpartition(".")[0]
+    skipped = _type_checking_only(tree) if runtime_only else set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name
@@ -112,12 +121,12 @@ def third_party_imports() -> dict[str, frozenset[str]]:
 
 
 @cache
-def graph() -> dict[str, frozenset[str]]:
-    """Module → the modules of ours it imports."""
+def graph(runtime_only: bool = False) -> dict[str, frozenset[str]]:
+    """Module → the modules of ours it imports (with ``runtime_only``: those an import executes)."""
     edges: dict[str, frozenset[str]] = {}
     for module, path in modules().items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        targets = {_ours(name) for name in _imported_names(module, tree)}
+        targets = {_ours(name) for name in _imported_names(module, tree, runtime_only=runtime_only)}
         edges[module] = frozenset(t for t in targets if t is not None and t != module)
     return edges
 
@@ -176,7 +185,7 @@ def _is_chat(module: str) -> bool:
 
     ``maya_tools.evaluation`` is not counted: the eval harness starts the server it measures.
     """
-    return module.startswith("maya_tools.chat") or module == "maya_tools.interpreter"
+    return module.startswith(("maya_tools.chat", "maya_tools.interpreter"))
 
 
 def layer_break(importer: str, imported: str) -> str | None:
@@ -216,7 +225,7 @@ def loaded_by(module: str) -> set[str]:
         for each in _with_parents(current):
             if each not in seen and each in modules():
                 seen.add(each)
-                todo.extend(graph()[each])
+                todo.extend(graph(runtime_only=True)[each])
     return seen
 
 
