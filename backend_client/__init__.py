@@ -46,6 +46,7 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
 __all__ = [
     "BadRequest",
     "Conflict",

@@ -40,6 +40,7 @@ from pydantic import ValidationError
 
 from backend_client._constants import KEY_IN_FLIGHT_RULES, REQUEST_ID_HEADER
 from backend_client.models import Operation, Problem
+from backend_client.rules import FIXES
 
 __all__ = [
     "BadRequest",
@@ -117,42 +118,8 @@ class DoorTimeoutError(DoorConnectionError):
 
 # --- status --------------------------------------------------------------------------------------
 
-# What a caller can do about a refusal, by rule id (``docs/door-api-rules.md``); the class hint
-# below is used when Door names no rule or one not listed here.
-_ADVICE: dict[str, str] = {
-    "R-AUTH-01": "Send a valid token as 'Authorization: Bearer <token>' (DOOR_TOKEN).",
-    "R-AUTH-02": "Ask an admin of the cluster's organisation to add you as a member.",
-    "R-AUTH-03": "Only a super_admin of the organisation may change pools or nodes; ask one to do it.",
-    "R-AUTH-04": "Check the cluster id or name (list_clusters shows yours); it may have been torn down.",
-    "R-PHASE-01": "Wait until the cluster is Provisioned, then try again.",
-    "R-PHASE-02": "The cluster is not Provisioned yet; read its nodes once it is.",
-    "R-OP-01": "Another operation on this pool is still running; wait for it (wait_for_operation), then try again.",
-    "R-ADD-01": "Use a DNS label: lowercase letters, digits and '-', 1 to 63 characters.",
-    "R-ADD-02": "A pool with that name already exists; choose another name or change the existing pool.",
-    "R-ADD-03": "Pick a size from list_machine_tiers().",
-    "R-ADD-04": "Choose a count from 0 to 200.",
-    "R-ADD-05": "count=0 needs auto_scale=true with bounds; or remove the pool instead.",
-    "R-ADD-06": "With auto_scale=true send max_nodes, keep min_nodes ≤ max_nodes and count within them.",
-    "R-ADD-07": "Send only name, size, count, auto_scale, min_nodes, max_nodes, labels and tags.",
-    "R-ADD-08": "Top up the organisation's prepaid credit, or ask for fewer nodes.",
-    "R-ADD-09": "This idempotency key was used with another body; use a new key for a new request.",
-    "R-PATCH-01": "Send only count, auto_scale, min_nodes, max_nodes, labels or tags; to change the size add a "
-    "new pool, then delete the old one.",
-    "R-PATCH-02": "Send at least one of count, auto_scale, min_nodes, max_nodes, labels, tags.",
-    "R-PATCH-04": "Fix the autoscaling bounds: max_nodes is required with auto_scale=true, min_nodes ≤ max_nodes, "
-    "count within them; count=0 needs auto_scale=true.",
-    "R-PATCH-05": "Send max_nodes when turning autoscaling on.",
-    "R-PATCH-06": "Choose a count from 0 to 200.",
-    "R-PATCH-07": "Check the pool name (list_node_pools); it may be deleting already.",
-    "R-PATCH-08": "Wait for the running operation or for the cluster to be Provisioned, then try again.",
-    "R-PATCH-09": "This idempotency key was used with another patch; use a new key for a new request.",
-    "R-DEL-01": "A cluster keeps at least one pool: add a replacement pool first, then delete this one.",
-    "R-DEL-03": "Check the pool name (list_node_pools); it may be deleting already.",
-    "R-NODE-05": "Check the cluster phase and the pool name; if the inventory is down, retry after a moment.",
-    "R-RNODE-03": "Use the node name exactly as list_nodes or `kubectl get nodes` shows it.",
-    "R-RNODE-05": "A replacement of this node is already in flight; watch list_nodes instead of retrying.",
-    "R-CREDIT-01": "Top up the organisation's prepaid credit, or ask for fewer nodes.",
-}
+# What a caller can do about a refusal comes from ``rules.FIXES`` by rule id; the class hint below is
+# used when Door names no rule or one not listed there.
 # R-ADD-09/R-PATCH-09 answered 409, not 422: the key is right, its first request is not finished.
 _KEY_IN_FLIGHT_ADVICE = (
     "The first request with this idempotency key is still being handled; send the same request with the "
@@ -199,8 +166,8 @@ class DoorStatusError(DoorError):
             return _KEY_IN_FLIGHT_ADVICE
         rules = [self.rule, *(error.rule for error in self.problem.errors)]
         for rule in rules:
-            if rule is not None and rule in _ADVICE:
-                return _ADVICE[rule]
+            if rule is not None and rule in FIXES:
+                return FIXES[rule]
         return self.hint
 
     def _sentence(self) -> str:
@@ -243,12 +210,12 @@ class BadRequest(DoorStatusError):
 
 class Unauthorized(DoorStatusError):
     status_code: Literal[401] = 401
-    hint = _ADVICE["R-AUTH-01"]
+    hint = FIXES["R-AUTH-01"]
 
 
 class PaymentRequired(DoorStatusError):
     status_code: Literal[402] = 402
-    hint = _ADVICE["R-CREDIT-01"]
+    hint = FIXES["R-CREDIT-01"]
 
 
 class Forbidden(DoorStatusError):

@@ -7,7 +7,7 @@ uses them to explain refusals, so all three agree. Nothing here does I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,45 @@ CREDIT_HOURS = 24  # R-CREDIT-01
 MSG_EMPTY_PATCH = "at least one of: count, auto_scale, min_nodes, max_nodes, labels, tags"
 MSG_MAX_REQUIRED = "max_nodes is required when auto_scale=true"
 MSG_COUNT_ZERO = "count=0 requires auto_scale=true (or use DELETE to remove the pool)"
+
+
+# What a caller can do about each rule's refusal: the one fix sentence per rule id, used by the
+# violations below (the backend and the planner) and by the client's errors (``DoorStatusError.advice``).
+FIXES: dict[str, str] = {
+    "R-AUTH-01": "Send a valid token as 'Authorization: Bearer <token>' (DOOR_TOKEN).",
+    "R-AUTH-02": "Ask an admin of the cluster's organisation to add you as a member.",
+    "R-AUTH-03": "Ask a super_admin of the organisation to make this change, or use a super_admin token.",
+    "R-AUTH-04": "Check the cluster id or name (list_clusters shows yours); it may have been torn down.",
+    "R-PHASE-01": "Wait until the cluster is Provisioned, then try again.",
+    "R-PHASE-02": "The cluster is not Provisioned yet; read its nodes once it is.",
+    "R-OP-01": "Wait until that operation finishes (get_cluster_operations or wait_for_operation can follow it), "
+    "then try again.",
+    "R-ADD-01": "Use a DNS label: lowercase letters, digits and '-', 1 to 63 characters.",
+    "R-ADD-02": "Choose another name, or change the existing pool instead.",
+    "R-ADD-03": "Pick a size from list_machine_tiers().",
+    "R-ADD-04": "Choose a count from 0 to 200.",
+    "R-ADD-05": "count=0 needs auto_scale=true with bounds; or remove the pool instead.",
+    "R-ADD-06": "With auto_scale=true send max_nodes, keep min_nodes ≤ max_nodes and count within them.",
+    "R-ADD-07": "Send only name, size, count, auto_scale, min_nodes, max_nodes, labels and tags.",
+    "R-ADD-08": "Top up the organisation's prepaid credit, or ask for fewer nodes.",
+    "R-ADD-09": "This idempotency key was used with another body; use a new key for a new request.",
+    "R-PATCH-01": "Send only count, auto_scale, min_nodes, max_nodes, labels or tags; to change the size add a "
+    "new pool, then delete the old one.",
+    "R-PATCH-02": "Send at least one of count, auto_scale, min_nodes, max_nodes, labels, tags.",
+    "R-PATCH-04": "Fix the autoscaling bounds: max_nodes is required with auto_scale=true, min_nodes ≤ max_nodes, "
+    "count within them; count=0 needs auto_scale=true.",
+    "R-PATCH-05": "Send max_nodes when turning autoscaling on.",
+    "R-PATCH-06": "Choose a count from 0 to 200.",
+    "R-PATCH-07": "Check the pool name (list_node_pools shows the pools); a pool being deleted cannot be changed.",
+    "R-PATCH-08": "Wait for the running operation or for the cluster to be Provisioned, then try again.",
+    "R-PATCH-09": "This idempotency key was used with another patch; use a new key for a new request.",
+    "R-DEL-01": "Add a replacement pool first, wait until it is up, then delete this one.",
+    "R-DEL-03": "Check the pool name (list_node_pools shows the pools); a pool being deleted is gone already.",
+    "R-NODE-05": "Check the cluster phase and the pool name; if the inventory is down, retry after a moment.",
+    "R-RNODE-03": "Use the node name exactly as list_nodes or `kubectl get nodes` shows it.",
+    "R-RNODE-05": "Wait for the running replacement (list_nodes shows the new worker), not another one.",
+    "R-CREDIT-01": "Top up the organisation's prepaid credit, or ask for fewer nodes.",
+}
 
 
 @dataclass(frozen=True)
@@ -131,58 +170,98 @@ def create_shape_violations(request: PublicNodePoolCreateRequest) -> list[Violat
     return found
 
 
+def patch_field_violation(
+    field: str,
+    *,
+    problem: str | None = None,
+    allowed: Collection[str] = PATCHABLE_FIELDS,
+    tool: str | None = None,
+    other_tool: str | None = None,
+) -> Violation | None:
+    """R-PATCH-01 (and R-POOL-04 for the disk): only the patchable fields, each with a value of its type.
+
+    ``problem`` says what is wrong with a patchable field's value (null, wrong type). ``allowed``
+    narrows the fields to one change tool's (``tool``; the rest belong to ``other_tool``): Door would
+    accept those, so that refusal carries status 0 (not a backend refusal).
+    """
+    if field == "size":
+        return Violation(
+            "R-PATCH-01",
+            422,
+            "size",
+            "size is immutable",
+            "To change tier, add a new pool with the new size, wait until it is up, then delete the old one "
+            "(R-PATCH-10).",
+        )
+    if field == "root_volume_size_gib":
+        return Violation(
+            "R-POOL-04",
+            422,
+            field,
+            "root_volume_size_gib comes from the machine tier",
+            "To change disk, add a new pool with a different size (R-PATCH-10).",
+        )
+    if field not in PATCHABLE_FIELDS:
+        return Violation(
+            "R-PATCH-01",
+            422,
+            field,
+            f"{field} cannot be patched",
+            "Send only count, auto_scale, min_nodes, max_nodes, labels or tags.",
+        )
+    if field not in allowed:
+        return Violation(
+            "R-PATCH-01",
+            0,
+            field,
+            f"{tool} does not change {field}",
+            f"Use {other_tool} for {field}, as a separate card.",
+        )
+    if problem is not None:
+        return Violation("R-PATCH-01", 422, field, problem, f"Send a value of the right type for {field}, or omit it.")
+    return None
+
+
+def empty_patch_violation(sent: Iterable[str]) -> Violation | None:
+    """R-PATCH-02: a patch names at least one field."""
+    if any(True for _ in sent):
+        return None
+    return Violation("R-PATCH-02", 422, None, MSG_EMPTY_PATCH, "Send at least one field to change.")
+
+
 def patch_field_violations(body: Mapping[str, Any]) -> list[Violation]:
     """R-PATCH-01 and R-PATCH-02 on a raw PATCH body, before it is parsed."""
-    found: list[Violation] = []
-    for key in body:
-        if key == "size":
-            found.append(
-                Violation(
-                    "R-PATCH-01",
-                    422,
-                    "size",
-                    "size is immutable",
-                    "To change tier, add a new pool with the new size, wait until it is up, "
-                    "then delete the old one (R-PATCH-10).",
-                )
-            )
-        elif key == "root_volume_size_gib":
-            found.append(
-                Violation(
-                    "R-POOL-04",
-                    422,
-                    key,
-                    "root_volume_size_gib comes from the machine tier",
-                    "To change disk, add a new pool with a different size (R-PATCH-10).",
-                )
-            )
-        elif key not in PATCHABLE_FIELDS:
-            found.append(
-                Violation(
-                    "R-PATCH-01",
-                    422,
-                    key,
-                    f"{key} cannot be patched",
-                    "Send only count, auto_scale, min_nodes, max_nodes, labels or tags.",
-                )
-            )
-    if not body:
-        found.append(Violation("R-PATCH-02", 422, None, MSG_EMPTY_PATCH, "Send at least one field to change."))
-    return found
+    found = [patch_field_violation(key) for key in body]
+    found.append(empty_patch_violation(body))
+    return [v for v in found if v is not None]
 
 
 def patch_shape_violations(patch: PublicNodePoolPatchRequest) -> list[Violation]:
     """R-PATCH-02 and R-PATCH-06 ranges on a parsed patch; nulls are refused except for the bounds."""
-    found: list[Violation] = []
-    if not patch.sent():
-        found.append(Violation("R-PATCH-02", 422, None, MSG_EMPTY_PATCH, "Send at least one field to change."))
+    found = [empty_patch_violation(patch.sent())]
     for name in ("count", "auto_scale", "labels", "tags"):
         if name in patch.sent() and getattr(patch, name) is None:
-            found.append(
-                Violation("R-PATCH-01", 422, name, f"{name} cannot be null", f"Send a value for {name}, or omit it.")
-            )
-    found += _bounds_shape(patch.count, patch.min_nodes, patch.max_nodes, add=False)
-    return found
+            found.append(patch_field_violation(name, problem=f"{name} cannot be null"))
+    checked = [v for v in found if v is not None]
+    return checked + _bounds_shape(patch.count, patch.min_nodes, patch.max_nodes, add=False)
+
+
+def role_violation(is_super_admin: bool, organisation: str, role: str | None = None) -> Violation | None:
+    """R-AUTH-03: mutations need the super_admin role of the cluster's organisation (403 otherwise).
+
+    ``role`` is the caller's role when it is known (the backend knows it; the planner knows only
+    that Door refused this token a change there before).
+    """
+    if is_super_admin:
+        return None
+    who = f"role {role}" if role else "this token"
+    return Violation(
+        "R-AUTH-03",
+        403,
+        None,
+        f"{who} cannot change pools or nodes of organisation {organisation}: changes need the super_admin role",
+        FIXES["R-AUTH-03"],
+    )
 
 
 def tier_violation(size: str, catalog: Mapping[str, MachineTier]) -> Violation | None:
@@ -355,4 +434,66 @@ def credit_violation(
         None,
         f"prepaid credit {credit:.2f} cannot cover the added capacity ({needed:.2f} for {CREDIT_HOURS} h)",
         "Top up the organisation's prepaid credit, or ask for fewer nodes.",
+    )
+
+
+# --- pools and nodes as they stand (decided here once; the backend and the planner pass their data) --
+
+
+def name_clash_violation(name: str, cluster_name: str, alive_names: Iterable[str]) -> Violation | None:
+    """R-ADD-02: a new pool's name is unique among the alive pools (a ``deleting`` pool does not block it)."""
+    if name not in set(alive_names):
+        return None
+    return Violation(
+        "R-ADD-02", 409, "name", f"a pool named {name!r} already exists on {cluster_name}", FIXES["R-ADD-02"]
+    )
+
+
+def missing_pool_violation(
+    name: str, cluster_name: str, alive_names: Iterable[str], deleting_names: Iterable[str], *, rule: str
+) -> Violation | None:
+    """R-PATCH-07 / R-DEL-03 (``rule`` says which): the pool exists and is not ``deleting``, else 404."""
+    alive = sorted(set(alive_names))
+    if name in alive:
+        return None
+    if name in set(deleting_names):
+        message = f"pool {name!r} is already being deleted"
+    else:
+        message = f"{cluster_name} has no pool {name!r} (its pools: {', '.join(alive) or 'none'})"
+    return Violation(rule, 404, "pool", message, FIXES[rule])
+
+
+def last_pool_violation(name: str, cluster_name: str, alive_count: int) -> Violation | None:
+    """R-DEL-01: a cluster keeps at least one alive pool."""
+    if alive_count > 1:
+        return None
+    return Violation(
+        "R-DEL-01",
+        409,
+        None,
+        f"{name!r} is the last pool of {cluster_name}; a cluster keeps at least one",
+        FIXES["R-DEL-01"],
+    )
+
+
+def busy_pool_violation(name: str, running: tuple[str, str, str] | None) -> Violation | None:
+    """R-OP-01: one operation at a time per pool; ``running`` is (id, kind, started) of the running one, if any."""
+    if running is None:
+        return None
+    op_id, kind, started = running
+    return Violation(
+        "R-OP-01",
+        409,
+        "pool",
+        f"pool {name!r} is busy with operation {op_id} ({kind}, started {started})",
+        FIXES["R-OP-01"],
+    )
+
+
+def node_busy_violation(node_name: str, replacing: bool) -> Violation | None:
+    """R-RNODE-05: no second delete of a node whose replacement is in flight (or that is being deleted)."""
+    if not replacing:
+        return None
+    return Violation(
+        "R-RNODE-05", 409, "node_name", f"node {node_name!r} is already being replaced", FIXES["R-RNODE-05"]
     )

@@ -139,18 +139,7 @@ class Planner:
         _refuse([rules.tier_violation(request.size, catalog), rules.phase_violation(found.phase)])
         new = rules.pool_from_create(request, catalog[request.size], pool_id="(new)")
         _refuse(rules.pool_violations(new, add=True))
-        if found.pool(request.name) is not None:
-            _refuse(
-                [
-                    Violation(
-                        "R-ADD-02",
-                        409,
-                        "name",
-                        f"a pool named {request.name!r} already exists on {found.name}",
-                        "Choose another name, or change the existing pool instead.",
-                    )
-                ]
-            )
+        _refuse([rules.name_clash_violation(request.name, found.name, _alive_names(found))])
         after = [*found.node_pools, new]
         warnings: list[CardWarning] = []
         if new.labels or new.tags:
@@ -194,19 +183,7 @@ class Planner:
         _refuse([rules.phase_violation(found.phase)])
         current = self._alive_pool(found, pool, rule="R-DEL-03")
         await self._require_pool_idle(found, pool)
-        alive = [p for p in found.node_pools if p.lifecycle == "active"]
-        if len(alive) <= 1:
-            _refuse(
-                [
-                    Violation(
-                        "R-DEL-01",
-                        409,
-                        None,
-                        f"{pool!r} is the last pool of {found.name}",
-                        "Add a replacement pool first, wait until it is up, then delete this one.",
-                    )
-                ]
-            )
+        _refuse([rules.last_pool_violation(pool, found.name, len(_alive_names(found)))])
         catalog = await self._catalog()
         warnings = [await self._drain_warning(found, current)]
         return self._card(
@@ -237,18 +214,7 @@ class Planner:
         )
         nodes = await self._read(self._door.list_nodes(found.id, fresh=True, fresh_timeout=NODES_FRESH_TIMEOUT))
         node = next((n for n in nodes.items if n.name == node_name), None)
-        if in_flight or (node is not None and node.status == "Deleting"):
-            _refuse(
-                [
-                    Violation(
-                        "R-RNODE-05",
-                        409,
-                        "node_name",
-                        f"node {node_name!r} is already being replaced",
-                        "Wait for the running replacement (list_nodes shows the new worker), not another one.",
-                    )
-                ]
-            )
+        _refuse([rules.node_busy_violation(node_name, in_flight or (node is not None and node.status == "Deleting"))])
         warnings: list[CardWarning] = []
         pool_name = node.pool if node is not None else None
         if node is None:
@@ -312,19 +278,8 @@ class Planner:
         self._require_super_admin(found)
         parsed = _parse_patch(patch)
         stray = sorted(parsed.sent() - allowed)
-        if stray:
-            other = "relabel_node_pool" if action == "scale_node_pool" else "scale_node_pool"
-            _refuse(
-                [
-                    Violation(
-                        "R-PATCH-01",
-                        NOT_A_BACKEND_REFUSAL,
-                        stray[0],
-                        f"{action} does not change {', '.join(stray)}",
-                        f"Use {other} for {', '.join(stray)}, as a separate card.",
-                    )
-                ]
-            )
+        other = "relabel_node_pool" if action == "scale_node_pool" else "scale_node_pool"
+        _refuse([rules.patch_field_violation(field, allowed=allowed, tool=action, other_tool=other) for field in stray])
         _refuse(rules.patch_shape_violations(parsed))
         _refuse([rules.phase_violation(found.phase)])
         current = self._alive_pool(found, pool, rule="R-PATCH-07")
@@ -405,34 +360,17 @@ class Planner:
         The role is learned from Door's own answer to an approved change: after a 403 for this token
         in this organisation, later plans there are refused up front (DESIGN.md property 10).
         """
-        if self._roles is not None and self._roles.denied(self._principal, cluster.organisation):
-            raise PreflightError(
-                Violation(
-                    "R-AUTH-03",
-                    403,
-                    None,
-                    f"Door refused this token a change in organisation {cluster.organisation} earlier (403): "
-                    "changes need the super_admin role",
-                    "Ask a super_admin of the organisation to make this change, or use a super_admin token.",
-                )
-            )
+        denied = self._roles is not None and self._roles.denied(self._principal, cluster.organisation)
+        _refuse([rules.role_violation(not denied, cluster.organisation)])
 
     def _alive_pool(self, cluster: Cluster, name: str, *, rule: str) -> NodePool:
         """R-PATCH-07 / R-DEL-03: the pool must exist and not be deleting (404 otherwise)."""
         pool = cluster.pool(name)
         if pool is not None:
             return pool
-        deleting = any(p.name == name for p in cluster.node_pools)
-        alive = ", ".join(sorted(p.name for p in cluster.node_pools if p.lifecycle == "active")) or "none"
-        raise PreflightError(
-            Violation(
-                rule,
-                404,
-                "pool",
-                f"pool {name!r} is already being deleted" if deleting else f"{cluster.name} has no pool {name!r}",
-                f"Pick one of the pools of {cluster.name}: {alive}.",
-            )
-        )
+        deleting = [p.name for p in cluster.node_pools if p.lifecycle != "active"]
+        _refuse([rules.missing_pool_violation(name, cluster.name, _alive_names(cluster), deleting, rule=rule)])
+        raise AssertionError("unreachable: a missing pool is always a violation")
 
     async def _require_pool_idle(self, cluster: Cluster, pool: str) -> None:
         """R-OP-01: one pool operation at a time per pool."""
@@ -445,16 +383,8 @@ class Planner:
             ),
             None,
         )
-        if busy is not None:
-            raise PreflightError(
-                Violation(
-                    "R-OP-01",
-                    409,
-                    "pool",
-                    f"pool {pool!r} is busy with operation {busy.id} ({busy.kind}, started {busy.started_at:%H:%M:%S})",
-                    "Wait until that operation finishes (get_cluster_operations can follow it), then ask again.",
-                )
-            )
+        running = None if busy is None else (busy.id, busy.kind, f"{busy.started_at:%H:%M:%S}")
+        _refuse([rules.busy_pool_violation(pool, running)])
 
     async def _drain_warning(self, cluster: Cluster, pool: NodePool) -> CardWarning:
         """How many workers a pool delete drains: the node list when it knows, else the declared count."""
@@ -543,6 +473,10 @@ class Planner:
         )
 
 
+def _alive_names(cluster: Cluster) -> list[str]:
+    return [p.name for p in cluster.node_pools if p.lifecycle == "active"]
+
+
 def _rule_order(rule: str) -> tuple[str, int]:
     head, _, number = rule.rpartition("-")
     return (head, int(number) if number.isdigit() else 0)
@@ -557,12 +491,9 @@ def _parse_patch(patch: PublicNodePoolPatchRequest | Mapping[str, Any]) -> Publi
         return PublicNodePoolPatchRequest.model_validate(dict(patch))
     except ValidationError as error:
         first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or None
-        raise PreflightError(
-            Violation(
-                "R-PATCH-01", 422, field, first["msg"], "Send count and bounds as integers, auto_scale as a boolean."
-            )
-        ) from error
+        field = ".".join(str(part) for part in first["loc"]) or "body"
+        _refuse([rules.patch_field_violation(field.partition(".")[0], problem=first["msg"])])
+        raise
 
 
 def _labels_warning() -> CardWarning:

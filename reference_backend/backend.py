@@ -99,12 +99,9 @@ class ReferenceBackend(WorldSetters):
     @staticmethod
     def require_super_admin(principal: Principal) -> None:
         """R-AUTH-03: mutations need role super_admin."""
-        if principal.role != "super_admin":
-            raise Refusal(
-                403,
-                f"R-AUTH-03: role {principal.role} cannot change pools or nodes. Ask a super_admin of the organisation.",
-                rule="R-AUTH-03",
-            )
+        violation = rules.role_violation(principal.role == "super_admin", principal.organisation, principal.role)
+        if violation is not None:
+            raise Refusal.of([violation])
 
     # --- reads ---------------------------------------------------------------------------------
 
@@ -175,12 +172,7 @@ class ReferenceBackend(WorldSetters):
         tier = self.catalog[request.size]
         planned = rules.pool_from_create(request, tier, pool_id="pending")
         refuse(rules.pool_violations(planned, add=True))
-        if cluster.pool_named(request.name) is not None:
-            raise Refusal(
-                409,
-                f"R-ADD-02: a pool named {request.name!r} already exists in cluster {cluster.name}. Choose another name.",
-                rule="R-ADD-02",
-            )
+        refuse([rules.name_clash_violation(request.name, cluster.name, (p.name for p in cluster.alive_pools()))])
         before = [p.to_model() for p in cluster.alive_pools()]
         self._refuse_credit(cluster, before, [*before, planned])
         pool_id = self._new_uuid()
@@ -218,13 +210,7 @@ class ReferenceBackend(WorldSetters):
         self._require_provisioned(cluster)
         pool = self._alive_pool(cluster, pool_name, rule="R-DEL-03")
         self._require_idle(cluster, pool)
-        if len(cluster.alive_pools()) <= 1:
-            raise Refusal(
-                409,
-                f"R-DEL-01: {pool_name!r} is the last pool of cluster {cluster.name}; a cluster keeps at least one. "
-                "Add another pool first, or scale this one instead.",
-                rule="R-DEL-01",
-            )
+        refuse([rules.last_pool_violation(pool_name, cluster.name, len(cluster.alive_pools()))])
         pool.lifecycle = "deleting"
         for worker in pool.active_workers():
             self._drain(cluster, pool, worker)
@@ -261,33 +247,23 @@ class ReferenceBackend(WorldSetters):
     def _alive_pool(self, cluster: Cluster, pool_name: str, *, rule: str) -> Pool:
         pool = cluster.pool_named(pool_name)
         if pool is None:
-            raise Refusal(
-                404,
-                f"{rule}: no pool {pool_name!r} in cluster {cluster.name} (or it is being deleted). "
-                "List pools to see their names.",
-                rule=rule,
-            )
+            alive = [p.name for p in cluster.alive_pools()]
+            deleting = [p.name for p in cluster.pools.values() if p.lifecycle != "active"]
+            refuse([rules.missing_pool_violation(pool_name, cluster.name, alive, deleting, rule=rule)])
+            raise AssertionError("unreachable: a missing pool is always a violation")
         return pool
 
     def _require_idle(self, cluster: Cluster, pool: Pool) -> None:
         """R-OP-01: one running operation per pool (a running node.replace in the pool counts)."""
         busy = cluster.running_operations_of(pool.id)  # an index look-up, not a scan of the history
-        if busy:
-            op = busy[0]
-            raise Refusal(
-                409,
-                f"R-OP-01: pool {pool.name!r} is busy with operation {op.id} ({op.kind}, started "
-                f"{iso(op.started_at)}). Try again after it finishes (GET .../state).",
-                rule="R-OP-01",
-            )
+        running = (busy[0].id, busy[0].kind, iso(busy[0].started_at)) if busy else None
+        refuse([rules.busy_pool_violation(pool.name, running)])
 
     @staticmethod
     def _node_busy(node_name: str) -> Refusal:
-        return Refusal(
-            409,
-            f"R-RNODE-05: node {node_name} is already being deleted. Wait for that operation to finish.",
-            rule="R-RNODE-05",
-        )
+        violation = rules.node_busy_violation(node_name, replacing=True)
+        assert violation is not None
+        return Refusal.of([violation])
 
     def _refuse_credit(self, cluster: Cluster, before: Iterable[NodePool], after: Iterable[NodePool]) -> None:
         credit = (

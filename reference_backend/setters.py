@@ -59,15 +59,18 @@ class WorldSetters(Simulation):
                 )
         for request in pools:
             refuse(rules.create_shape_violations(request))
-        pool_names = [request.name for request in pools]
-        if len(set(pool_names)) != len(pool_names):
-            twice = sorted({n for n in pool_names if pool_names.count(n) > 1})
-            raise Refusal(
-                422,
-                f"R-ADD-02: pool names must be unique in a cluster; {', '.join(twice)} given twice. Rename one.",
-                rule="R-ADD-02",
-                errors=[FieldError(field="node_pools", message=f"pool names given twice: {', '.join(twice)}")],
-            )
+        seen: list[str] = []
+        for request in pools:
+            clash = rules.name_clash_violation(request.name, name, seen)
+            if clash is not None:
+                # The admin plane answers a malformed world with 422, naming the same rule.
+                raise Refusal(
+                    422,
+                    clash.explain(),
+                    rule=clash.rule,
+                    errors=[FieldError(field="node_pools", message=f"pool names given twice: {request.name}")],
+                )
+            seen.append(request.name)
         cluster = Cluster(
             id=cluster_id,
             name=name,
@@ -175,7 +178,8 @@ class WorldSetters(Simulation):
         self.commit()
 
 
-def refuse(violations: Sequence[rules.Violation]) -> None:
-    """Raise the refusal of these violations, if any."""
-    if violations:
-        raise Refusal.of(violations)
+def refuse(violations: Sequence[rules.Violation | None]) -> None:
+    """Raise the refusal of these violations, if any (``None``: a rule that holds)."""
+    broken = [v for v in violations if v is not None]
+    if broken:
+        raise Refusal.of(broken)
