@@ -8,7 +8,6 @@ ambiguous failure the client reads the cluster back to learn whether the change 
 
 from __future__ import annotations
 
-import inspect
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -33,6 +32,7 @@ from backend_client._constants import (
     KEY_IN_FLIGHT_WAIT,
     USER_AGENT,
 )
+from backend_client._operations import ProgressCallback, follow_operation
 from backend_client._retry import (
     REPLAY_SAFE_METHODS,
     fresh_poll_delay,
@@ -49,10 +49,8 @@ from backend_client.errors import (
     DoorStatusError,
     DoorTimeoutError,
     NotFound,
-    OperationFailed,
-    OperationNotFound,
-    OperationTimeout,
     OutcomeUnknown,
+    cluster_not_found,
     make_status_error,
 )
 from backend_client.models import (
@@ -64,7 +62,6 @@ from backend_client.models import (
     NodeList,
     NodePoolList,
     Operation,
-    Problem,
     PublicNodePoolCreateRequest,
     PublicNodePoolPatchRequest,
 )
@@ -77,7 +74,6 @@ M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
 
 Sleep = Callable[[float], Awaitable[None]]
-ProgressCallback = Callable[[ClusterState], Awaitable[None] | None]
 
 # Failures that happen before the request leaves the client: nothing can have changed.
 _NOT_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout, httpx2.UnsupportedProtocol)
@@ -170,24 +166,7 @@ class DoorClient:
         if len(matches) > 1:
             ids = ", ".join(c.id for c in matches)
             raise DoorError(f"Several clusters are named {name_or_id!r} ({ids}); use the cluster id.")
-        # Door answered both reads (404 for the id, an empty list for the name): the 404 is the client's
-        # conclusion, so its message must not say Door refused GET /clusters.
-        detail = f"no cluster of yours has the id or name {name_or_id!r}"
-        raise NotFound(
-            status_code=404,
-            problem=Problem(
-                type="https://door.test/problems/R-AUTH-04",
-                title="Not Found",
-                status=404,
-                detail=detail,
-                rule="R-AUTH-04",
-            ),
-            method="GET",
-            url=f"{self.base_url}/clusters",
-            sentence=f"No cluster of yours has the id or name {name_or_id!r} (R-AUTH-04): Door has no cluster "
-            "of yours with that id, and none of your clusters has that name. Check the cluster id or name "
-            "(list_clusters shows yours); it may have been torn down.",
-        )
+        raise cluster_not_found(self.base_url, name_or_id)
 
     async def get_cluster(self, cluster_id: str) -> Cluster:
         """``GET /clusters/{id}``: the cluster with its pools and capacity totals (R-POOL-03)."""
@@ -328,30 +307,16 @@ class DoorClient:
         Raises ``OperationFailed`` (with Door's error), ``OperationTimeout`` after ``timeout``
         seconds, or ``OperationNotFound``.
         """
-        started = anyio.current_time()
-        waited = 0.0
-        while True:
-            state = await self.get_cluster_state(cluster_id)
-            operation = _pick_operation(state, operation_id, target)
-            if operation is None:
-                wanted = operation_id or target
-                what = f"matching {wanted!r}" if wanted else "at all"
-                raise OperationNotFound(f"Cluster {cluster_id} has no operation {what}; nothing to wait for.")
-            operation_id = operation.id  # follow this one, even if a newer one starts on the target
-            if on_progress is not None:
-                result = on_progress(state)
-                if inspect.isawaitable(result):
-                    await result
-            if operation.status == "succeeded":
-                return operation
-            if operation.status == "failed":
-                raise OperationFailed(operation)
-            remaining = timeout - max(waited, anyio.current_time() - started)
-            if remaining <= 0:
-                raise OperationTimeout(operation, timeout)
-            delay = min(poll_interval, remaining)
-            await self._sleep(delay)
-            waited += delay
+        return await follow_operation(
+            self.get_cluster_state,
+            self._sleep,
+            cluster_id,
+            operation_id=operation_id,
+            target=target,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            on_progress=on_progress,
+        )
 
     # --- plumbing ---------------------------------------------------------------------------------
 
@@ -532,12 +497,3 @@ class DoorClient:
                 f"but the body is not a {model.__name__} ({exc.error_count()} problem(s), first: "
                 f"{exc.errors()[0]['msg']}). The API may have changed; upgrade the client."
             ) from exc
-
-
-def _pick_operation(state: ClusterState, operation_id: str | None, target: str | None) -> Operation | None:
-    operations = state.operations  # newest first (R-OP-03)
-    if operation_id is not None:
-        return next((op for op in operations if op.id == operation_id), None)
-    if target is not None:
-        return next((op for op in operations if op.target == target), None)
-    return next((op for op in operations if op.status == "running"), operations[0] if operations else None)

@@ -374,3 +374,27 @@ class OperationTimeout(DoorError, TimeoutError):
 
 class OperationNotFound(DoorError, LookupError):
     """No operation in the cluster state matched what ``wait_for_operation`` was asked to follow."""
+
+
+def cluster_not_found(base_url: str, name_or_id: str) -> NotFound:
+    """The client's own conclusion that no cluster has this id or name (R-AUTH-04).
+
+    Door answered both reads (404 for the id, an empty list for the name): the 404 is the client's
+    conclusion, so its message must not say Door refused GET /clusters.
+    """
+    detail = f"no cluster of yours has the id or name {name_or_id!r}"
+    return NotFound(
+        status_code=404,
+        problem=Problem(
+            type="https://door.test/problems/R-AUTH-04",
+            title="Not Found",
+            status=404,
+            detail=detail,
+            rule="R-AUTH-04",
+        ),
+        method="GET",
+        url=f"{base_url}/clusters",
+        sentence=f"No cluster of yours has the id or name {name_or_id!r} (R-AUTH-04): Door has no cluster "
+        "of yours with that id, and none of your clusters has that name. Check the cluster id or name "
+        "(list_clusters shows yours); it may have been torn down.",
+    )

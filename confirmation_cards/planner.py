@@ -40,6 +40,7 @@ from confirmation_cards.models import (
 )
 from confirmation_cards.roles import RoleMemory
 from confirmation_cards.targets import DRAINING, fingerprint, node_snapshot, pool_snapshot
+from confirmation_cards.warnings import autoscale_warning, labels_warning, unlisted_node_warning
 
 T = TypeVar("T")
 
@@ -143,9 +144,9 @@ class Planner:
         after = [*found.node_pools, new]
         warnings: list[CardWarning] = []
         if new.labels or new.tags:
-            warnings.append(_labels_warning())
+            warnings.append(labels_warning())
         if new.auto_scale and new.min_nodes is not None and new.min_nodes < new.count:
-            warnings.append(_autoscale_warning(new))
+            warnings.append(autoscale_warning(new))
         fields = ("size", "count", "auto_scale", "min_nodes", "max_nodes", "labels", "tags", "root_volume_size_gib")
         rule_ids = ["R-AUTH-03", "R-PHASE-01", "R-ADD-01", "R-ADD-02", "R-ADD-03", "R-ADD-09", "R-ADD-10"]
         if new.auto_scale or new.count == 0:
@@ -218,7 +219,7 @@ class Planner:
         warnings: list[CardWarning] = []
         pool_name = node.pool if node is not None else None
         if node is None:
-            warnings.append(_unlisted_node_warning(node_name, nodes))
+            warnings.append(unlisted_node_warning(node_name, nodes))
         else:
             warnings.append(
                 CardWarning(
@@ -320,11 +321,11 @@ class Planner:
                     )
                 )
             if merged.auto_scale and merged.min_nodes is not None and merged.min_nodes < current.count:
-                warnings.append(_autoscale_warning(merged))
+                warnings.append(autoscale_warning(merged))
         else:
             rule_ids.append("R-POOL-05")
             if merged.labels or merged.tags:
-                warnings.append(_labels_warning())
+                warnings.append(labels_warning())
         return self._card(
             action=action,
             cluster=found,
@@ -494,38 +495,3 @@ def _parse_patch(patch: PublicNodePoolPatchRequest | Mapping[str, Any]) -> Publi
         field = ".".join(str(part) for part in first["loc"]) or "body"
         _refuse([rules.patch_field_violation(field.partition(".")[0], problem=first["msg"])])
         raise
-
-
-def _labels_warning() -> CardWarning:
-    return CardWarning(
-        code="labels_not_node_labels",
-        message="pool labels and tags are stored on the pool only; Door does not apply them as Kubernetes node "
-        "labels, so they cannot steer scheduling (use kubectl label node for that)",
-        rule="R-POOL-05",
-    )
-
-
-def _autoscale_warning(pool: NodePool) -> CardWarning:
-    return CardWarning(
-        code="autoscale_may_shrink",
-        message=f"with autoscaling from {pool.min_nodes} to {pool.max_nodes}, pool {pool.name} may shrink to "
-        f"{pool.min_nodes} worker{'s' if pool.min_nodes != 1 else ''} on its own",
-        rule="R-ADD-06",
-    )
-
-
-def _unlisted_node_warning(node_name: str, nodes: NodeList) -> CardWarning:
-    if nodes.cold or nodes.stale:
-        why = "the node inventory is not loaded yet" if nodes.cold else "the node inventory is out of date"
-        return CardWarning(
-            code="node_unlisted",
-            message=f"{why}, so it is not known whether node {node_name} exists; Door accepts an unknown name and "
-            "the replacement then fails on its own",
-            rule="R-RNODE-04",
-        )
-    return CardWarning(
-        code="node_unlisted",
-        message=f"no node named {node_name} is listed; Door accepts the request, but the replacement will fail "
-        "(check the name with list_nodes)",
-        rule="R-RNODE-04",
-    )
