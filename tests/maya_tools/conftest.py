@@ -77,3 +77,6 @@ async def pool(door: httpx2.AsyncClient, name: str, cluster_id: str = DEMO_CLUST
     response = await door.get(f"/v1/public/clusters/{cluster_id}/node-pools", headers=auth(DEMO_ADMIN_TOKEN))
     assert response.status_code == 200, response.text
     return next((p for p in response.json()["items"] if p["name"] == name), None)
+
+
+from tests.maya_tools.live import live  # noqa: E402, F401 (the real-process fixture of the fault and hijack tests)

@@ -9,11 +9,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import pytest
 
 from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_CLUSTER_ID
 
@@ -157,3 +158,13 @@ class Live:
             )
         assert state.status_code == 200, state.text
         return sum(op["kind"] == kind for op in state.json()["operations"])
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Live]:
+    """A real reference backend and a real server in front of it, stopped after the test."""
+    world = Live(tmp_path)
+    try:
+        yield world
+    finally:
+        world.close()

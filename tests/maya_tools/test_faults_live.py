@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +23,6 @@ from tests.maya_tools.live import PATCH_ROUTE, Live, wait_until
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
 SCALE = ("scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": 3})
-
-
-@pytest.fixture
-def live(tmp_path: Path) -> Iterator[Live]:
-    world = Live(tmp_path)
-    try:
-        yield world
-    finally:
-        world.close()
 
 
 async def approve(live: Live, mode: str, before: Any) -> dict[str, Any]:

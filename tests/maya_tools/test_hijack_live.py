@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -22,15 +20,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
 SCALE = ("scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": 3})
 ATTACKERS = ["not-a-door-token", DEMO_MEMBER_TOKEN, DEMO_OUTSIDER_TOKEN]
-
-
-@pytest.fixture
-def live(tmp_path: Path) -> Iterator[Live]:
-    world = Live(tmp_path)
-    try:
-        yield world
-    finally:
-        world.close()
 
 
 class Recording(httpx2.AsyncBaseTransport):
