@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return demo_main(rest)
     if command == "chat":
-        from maya_tools.chat import main as chat_main
+        from maya_tools.chat.app import main as chat_main
 
         return chat_main(rest)
     if command == "eval":

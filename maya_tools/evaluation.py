@@ -41,8 +41,8 @@ from anthropic import AsyncAnthropic
 from anthropic.types import MessageParam, ToolParam
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from maya_tools.chat_model import describe_api_error
-from maya_tools.interpreter import Interpreter, Reply, World
+from maya_tools.chat.interpreter import Interpreter, Reply, World
+from maya_tools.chat.model import describe_api_error
 
 Category = Literal["change", "read", "ambiguous", "unsafe", "out_of_scope"]
 AnswerKind = Literal["refuse", "clarify", "out_of_scope"]
@@ -262,8 +262,8 @@ async def server_context() -> tuple[str, list[ToolParam]]:
     from mcp import Client
 
     import prompts
-    from maya_tools.chat import backend_description
-    from maya_tools.chat_model import list_all_tools, model_tools
+    from maya_tools.chat.app import backend_description
+    from maya_tools.chat.model import list_all_tools, model_tools
     from maya_tools.server import build_server
     from maya_tools.settings import Settings
 
@@ -335,7 +335,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         "--min-live-accuracy", type=float, default=0.0, help="exit 1 if live tool choice is below this (0–1)"
     )
     args = parser.parse_args(argv)
-    from maya_tools.settings import ChatSettings
+    from maya_tools.chat.settings import ChatSettings
 
     settings = ChatSettings.from_env()
     # Only warnings on stderr: the in-memory server and the SDKs would otherwise log every request.

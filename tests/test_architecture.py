@@ -30,10 +30,8 @@ KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset()
 # Layer breaks that exist today, as (importer, imported). Another engineer removes them.
 KNOWN_LAYER_VIOLATIONS: frozenset[tuple[str, str]] = frozenset(
     {
-        # The chat reads the server's settings module instead of its own (environment read twice).
-        ("maya_tools.chat", "maya_tools.settings"),
         # The chat's model loop reuses a constant of the server's change tools.
-        ("maya_tools.chat_model", "maya_tools.tools.changes"),
+        ("maya_tools.chat.model", "maya_tools.tools.changes"),
     }
 )
 
@@ -181,11 +179,11 @@ def _package(module: str) -> str:
 
 
 def _is_chat(module: str) -> bool:
-    """The Maya chat (DESIGN.md ``maya_tools/chat/``): the ``chat*`` modules and the offline interpreter.
+    """The Maya chat (DESIGN.md ``maya_tools/chat/``): the ``maya_tools.chat`` package and everything in it.
 
     ``maya_tools.evaluation`` is not counted: the eval harness starts the server it measures.
     """
-    return module.startswith(("maya_tools.chat", "maya_tools.interpreter"))
+    return module == "maya_tools.chat" or module.startswith("maya_tools.chat.")
 
 
 def layer_break(importer: str, imported: str) -> str | None:
@@ -194,7 +192,7 @@ def layer_break(importer: str, imported: str) -> str | None:
     if _is_chat(importer):
         if _is_chat(imported) or target == "prompts":
             return None
-        return "maya_tools/chat* imports only prompts and the MCP SDK client, never the server's modules"
+        return "maya_tools/chat/ imports only prompts and the MCP SDK client, never the server's modules"
     if source == target:
         return None
     if source == "backend_client":

@@ -27,10 +27,10 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ElicitRequestFormParams, ElicitRequestURLParams, ListToolsResult, Tool
 
-from maya_tools.chat import CHOSEN_OFFLINE, NO_KEY, open_session, repl, run
-from maya_tools.chat_model import ModelChat, list_all_tools, model_tools, withheld
-from maya_tools.chat_terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns, discard_typeahead
-from maya_tools.settings import ChatSettings
+from maya_tools.chat.app import CHOSEN_OFFLINE, NO_KEY, open_session, repl, run
+from maya_tools.chat.model import ModelChat, list_all_tools, model_tools, withheld
+from maya_tools.chat.settings import ChatSettings
+from maya_tools.chat.terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns, discard_typeahead
 from reference_backend.seed import DEMO_NODE_NAME
 from tests.maya_tools.conftest import MODES, operations
 
@@ -668,8 +668,8 @@ async def test_an_unreachable_model_says_what_changed_in_the_turn(
 
 
 def test_chat_help_names_the_default_model_and_the_offline_fallback(capsys: pytest.CaptureFixture[str]) -> None:
-    from maya_tools.chat import main
-    from maya_tools.settings import DEFAULT_MODEL
+    from maya_tools.chat.app import main
+    from maya_tools.chat.settings import DEFAULT_MODEL
 
     with pytest.raises(SystemExit):
         main(["--help"])

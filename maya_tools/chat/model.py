@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, Tool
 
-from maya_tools.chat_terminal import Terminal, call_line, short
+from maya_tools.chat.terminal import Terminal, call_line, short
 from maya_tools.tools.changes import CHANGE_TOOLS
 
 Block = dict[str, Any]
