@@ -28,12 +28,7 @@ CONTRACT = frozenset({"backend_client.models", "backend_client.rules"})
 KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset()
 
 # Layer breaks that exist today, as (importer, imported). Another engineer removes them.
-KNOWN_LAYER_VIOLATIONS: frozenset[tuple[str, str]] = frozenset(
-    {
-        # The chat's model loop reuses a constant of the server's change tools.
-        ("maya_tools.chat.model", "maya_tools.tools.changes"),
-    }
-)
+KNOWN_LAYER_VIOLATIONS: frozenset[tuple[str, str]] = frozenset()
 
 # A package's __init__ runs before any of its modules, so ``import backend_client.models`` executes
 # ``backend_client/__init__.py``; it loads the client and the error tree lazily (PEP 562), so importing

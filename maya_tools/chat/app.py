@@ -30,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 import prompts
-from maya_tools.chat.model import ModelChat, list_all_tools, model_tools
+from maya_tools.chat.model import ModelChat, change_tools, list_all_tools, model_tools
 from maya_tools.chat.offline import OfflineChat
 from maya_tools.chat.settings import DEFAULT_MODEL, ChatSettings
 from maya_tools.chat.terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns
@@ -82,10 +82,13 @@ async def open_session(
         terminal.line(offline_reason)
         terminal.line(f"Clusters: {where}.")
         return OfflineChat(client, terminal)
-    tools = model_tools(await list_all_tools(client))
+    listed = await list_all_tools(client)
+    tools = model_tools(listed)
     system = prompts.system_prompt(backend_description=where, user=user)
     terminal.line(f"Maya ({model}) · {len(tools)} tools · clusters: {where}.")
-    return ModelChat(anthropic_client, client, terminal, model=model, system=system, tools=tools)
+    return ModelChat(
+        anthropic_client, client, terminal, model=model, system=system, tools=tools, changes=change_tools(listed)
+    )
 
 
 async def repl(terminal: Terminal, session: Session) -> None:
