@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return chat_main(rest)
     if command == "eval":
-        from maya_tools.evaluation import main as eval_main
+        from maya_tools.chat.evaluation import main as eval_main
 
         return eval_main(rest)
     if command == "reference-backend":

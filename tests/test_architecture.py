@@ -174,10 +174,8 @@ def _package(module: str) -> str:
 
 
 def _is_chat(module: str) -> bool:
-    """The Maya chat (DESIGN.md ``maya_tools/chat/``): the ``maya_tools.chat`` package and everything in it.
-
-    ``maya_tools.evaluation`` is not counted: the eval harness starts the server it measures.
-    """
+    """The Maya chat (DESIGN.md ``maya_tools/chat/``): the ``maya_tools.chat`` package and everything in it,
+    the eval included (it reads the server it measures as an MCP client, over stdio)."""
     return module == "maya_tools.chat" or module.startswith("maya_tools.chat.")
 
 

@@ -13,8 +13,8 @@ import pytest
 from anthropic import AsyncAnthropic
 from pydantic import ValidationError
 
-from maya_tools import evaluation
-from maya_tools.evaluation import (
+from maya_tools.chat import evaluation
+from maya_tools.chat.evaluation import (
     MIN_CASES,
     Case,
     CaseFile,
