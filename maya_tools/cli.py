@@ -88,9 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return eval_main(rest)
     if command == "reference-backend":
-        from reference_backend.cli import main as reference_backend_main
+        from maya_tools.embedded import run_reference_backend
 
-        return reference_backend_main(rest)
+        return run_reference_backend(rest)
     print(f"maya-tools: unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
     return 2
 

@@ -35,6 +35,10 @@ KNOWN_LAYER_VIOLATIONS: frozenset[tuple[str, str]] = frozenset()
 # the contract loads nothing beyond it.
 KNOWN_CONTRACT_LEAKS: frozenset[str] = frozenset()
 
+# The one module of maya_tools that imports reference_backend (DESIGN.md: "Only one module of
+# maya_tools builds the embedded reference backend").
+EMBEDDED = "maya_tools.embedded"
+
 # Modules over MAX_LINES today, outside reference_backend; another engineer shrinks them.
 KNOWN_LARGE_MODULES: frozenset[str] = frozenset({"backend_client.client", "confirmation_cards.planner"})
 
@@ -272,6 +276,15 @@ def test_reference_backend_loads_only_itself_and_the_contract() -> None:
         if _package(module) == "reference_backend"
     }
     assert {module: extra for module, extra in outside.items() if extra} == {}
+
+
+def test_only_the_embedded_module_of_maya_tools_imports_the_reference_backend() -> None:
+    importers = {
+        module
+        for module, targets in graph().items()
+        if _package(module) == "maya_tools" and any(_package(t) == "reference_backend" for t in targets)
+    }
+    assert importers == {EMBEDDED}
 
 
 def test_no_module_is_over_500_lines() -> None:
