@@ -287,6 +287,19 @@ def test_only_the_embedded_module_of_maya_tools_imports_the_reference_backend() 
     assert importers == {EMBEDDED}
 
 
+def test_the_scripts_import_nothing_from_the_tests() -> None:
+    """``scripts/record_cassettes.py`` shares the recording flows with the tests through ``scripts/``."""
+    imported: set[tuple[str, str]] = set()
+    for path in sorted((ROOT / "scripts").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported.update((path.name, alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                imported.add((path.name, node.module))
+    assert ("record_cassettes.py", "scripts.cassette_flows") in imported
+    assert {(script, name) for script, name in imported if name.partition(".")[0] == "tests"} == set()
+
+
 def test_no_module_is_over_500_lines() -> None:
     large = {
         module for module, path in modules().items() if len(path.read_text(encoding="utf-8").splitlines()) > MAX_LINES
