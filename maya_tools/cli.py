@@ -80,17 +80,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return demo_main(rest)
     if command == "chat":
-        from maya_tools.chat import main as chat_main
+        from maya_tools.chat.app import main as chat_main
 
         return chat_main(rest)
     if command == "eval":
-        from maya_tools.evaluation import main as eval_main
+        from maya_tools.chat.evaluation import main as eval_main
 
         return eval_main(rest)
     if command == "reference-backend":
-        from reference_backend.cli import main as reference_backend_main
+        from maya_tools.embedded import run_reference_backend
 
-        return reference_backend_main(rest)
+        return run_reference_backend(rest)
     print(f"maya-tools: unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
     return 2
 

@@ -1,17 +1,19 @@
 """What the server opens once at start-up and every tool shares: the HTTP client, the card store,
-the approval service, and the embedded reference backend when no Door URL is configured."""
+the approval service, and the embedded reference backend when no Door URL is configured.
+
+The embedded backend is ``maya_tools.embedded``'s, imported only when it is used; the runtime sees
+its simulated time through ``DoorTime`` alone."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
-import anyio.lowlevel
 import httpx2
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -19,14 +21,31 @@ from mcp.server.mcpserver.exceptions import ToolError
 from backend_client import DoorClient
 from confirmation_cards import ApprovalService, Planner, RoleMemory, SqliteCardStore, token_fingerprint
 from maya_tools.settings import Settings
-from reference_backend.backend import ReferenceBackend
-from reference_backend.clock import Clock, ManualClock, ScaledClock
-from reference_backend.seed import DEMO_ADMIN_TOKEN
+
+if TYPE_CHECKING:
+    from maya_tools.embedded import ReferenceBackend
 
 logger = logging.getLogger("maya_tools")
 
 Transport = Literal["stdio", "streamable-http", "memory"]
-EMBEDDED_URL = "http://reference-backend.embedded"
+
+
+class DoorTime(Protocol):
+    """Door's time, as the server dates cards by it and waits for it."""
+
+    def now(self) -> datetime: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class WallTime:
+    """A real Door's time: the wall clock."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
 
 
 @dataclass
@@ -39,14 +58,15 @@ class Runtime:
     base_url: str
     store: SqliteCardStore
     service: ApprovalService
-    clock: Clock | None
-    backend: ReferenceBackend | None
+    time: DoorTime
+    embedded_token: str | None
+    """The embedded backend's demo admin token; None when the server talks to a real Door."""
     swept: anyio.Event = field(default_factory=anyio.Event)
     """Set once the first sweep after start has run (cards a stopped server left executing are settled)."""
 
     @property
     def embedded(self) -> bool:
-        return self.backend is not None
+        return self.embedded_token is not None
 
     def token_for(self, ctx: Context[Any, Any]) -> str:
         """The Door token of whoever made this MCP request.
@@ -63,8 +83,8 @@ class Runtime:
             return token.strip()
         if self.settings.door_token:
             return self.settings.door_token
-        if self.embedded:
-            return DEMO_ADMIN_TOKEN
+        if self.embedded_token is not None:
+            return self.embedded_token
         raise ToolError("No Door token is configured: set DOOR_TOKEN in the server's environment.")
 
     def door(self, ctx: Context[Any, Any]) -> DoorClient:
@@ -81,8 +101,8 @@ class Runtime:
         HTTP without one. It only reads, to settle cards a stopped server left executing."""
         if self.settings.door_token:
             return self.door_with(self.settings.door_token)
-        if self.embedded:
-            return self.door_with(DEMO_ADMIN_TOKEN)
+        if self.embedded_token is not None:
+            return self.door_with(self.embedded_token)
         return None
 
     def principal(self, ctx: Context[Any, Any]) -> str:
@@ -90,12 +110,8 @@ class Runtime:
         return token_fingerprint(self.token_for(ctx))
 
     async def sleep(self, seconds: float) -> None:
-        """Wait ``seconds`` of Door's time.
-
-        On the embedded backend Door's time is simulated: a manual clock moves only by waiting,
-        and a scaled clock's seconds pass ``time_scale`` times faster than real ones.
-        """
-        await _sleeper(self.clock)(seconds)
+        """Wait ``seconds`` of Door's time (simulated on the embedded backend, see ``maya_tools.embedded``)."""
+        await self.time.sleep(seconds)
 
     def approver(self, ctx: Context[Any, Any], channel: str = "MCP elicitation") -> str:
         """Who answered, as the audit records it: never a token.
@@ -117,16 +133,7 @@ class Runtime:
         )
 
     def now(self) -> datetime:
-        return card_time(self.clock)()
-
-
-def card_time(clock: Clock | None) -> Callable[[], datetime]:
-    """The time cards are made, expire and are decided by: the wall clock, so a person has a card's
-    whole lifetime to read it even when the embedded backend runs fast; a manual clock (tests)
-    replaces it entirely."""
-    if isinstance(clock, ManualClock):
-        return clock.now
-    return lambda: datetime.now(UTC)
+        return self.time.now()
 
 
 def client_name(ctx: Context[Any, Any]) -> str:
@@ -149,31 +156,33 @@ def runtime_of(ctx: Context[Any, Any]) -> Runtime:
 async def open_runtime(
     settings: Settings, transport: Transport, *, backend: ReferenceBackend | None = None
 ) -> AsyncIterator[Runtime]:
-    """Open the shared pieces; with no ``DOOR_API_URL``, start the reference backend in-process."""
-    from reference_backend.app import create_app
+    """Open the shared pieces; with no ``DOOR_API_URL`` (or an injected ``backend``), start the
+    reference backend in-process."""
+    time: DoorTime = WallTime()
+    embedded_token: str | None = None
+    if settings.embedded or backend is not None:
+        # Imported here only: a server pointed at Door never loads FastAPI or the reference backend.
+        from maya_tools.embedded import embed
 
-    if settings.embedded and backend is None:
-        backend = ReferenceBackend(clock=ScaledClock(time_scale=settings.reference_time_scale), seed="demo")
-    if backend is not None:
+        embedded = embed(settings.reference_time_scale, backend)
         logger.info(
             "No DOOR_API_URL: using the embedded reference backend (demo seed, time ×%s); nothing reaches Door.",
             settings.reference_time_scale,
         )
-        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=create_app(backend)), base_url=EMBEDDED_URL)
-        base_url = EMBEDDED_URL
-        clock: Clock | None = backend.clock
+        http = embedded.http_client()
+        base_url = embedded.base_url
+        time = embedded.time
+        embedded_token = embedded.admin_token
     else:
         assert settings.door_api_url is not None
         http = httpx2.AsyncClient(timeout=30.0)
         base_url = settings.door_api_url
-        clock = None
         logger.info("Door API at %s", base_url)
     store = SqliteCardStore(settings.card_store)
-    sleep_for = _sleeper(clock)
     service = ApprovalService(
-        store, clock=card_time(clock), sleep=sleep_for, roles=RoleMemory(), settle_window=settings.settle_seconds
+        store, clock=time.now, sleep=time.sleep, roles=RoleMemory(), settle_window=settings.settle_seconds
     )
-    runtime = Runtime(settings, transport, http, base_url, store, service, clock, backend)
+    runtime = Runtime(settings, transport, http, base_url, store, service, time, embedded_token)
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(_sweep, runtime)
@@ -203,16 +212,3 @@ async def _sweep(runtime: Runtime) -> None:
             logger.exception("sweeping the card store failed")
         runtime.swept.set()
         await anyio.sleep(SWEEP_EVERY)
-
-
-def _sleeper(clock: Clock | None) -> Callable[[float], Awaitable[None]]:
-    async def sleep(seconds: float) -> None:
-        if isinstance(clock, ManualClock):
-            clock.advance(seconds)
-            await anyio.lowlevel.checkpoint()
-        elif isinstance(clock, ScaledClock):
-            await anyio.sleep(seconds / clock.time_scale)
-        else:
-            await anyio.sleep(seconds)
-
-    return sleep

@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -21,7 +21,9 @@ from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
 from maya_tools.settings import Settings
 from maya_tools.tools import cards, changes, read
 from maya_tools.tools.changes import CHANGE_TOOLS
-from reference_backend.backend import ReferenceBackend
+
+if TYPE_CHECKING:
+    from maya_tools.embedded import ReferenceBackend
 
 INSTRUCTIONS = prompts.render("instructions.md.j2")
 VERSION = metadata.version("maya-tools")

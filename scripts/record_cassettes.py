@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from backend_client import DoorClient  # noqa: E402
-from tests.backend_client.flows import FLOWS, FORBIDDEN_IN_CASSETTES, Flow, vcr_options  # noqa: E402
+from scripts.cassette_flows import FLOWS, FORBIDDEN_IN_CASSETTES, Flow, vcr_options  # noqa: E402
 
 CASSETTES = ROOT / "tests" / "cassettes"
 log = logging.getLogger("record_cassettes")

@@ -28,19 +28,19 @@ CONTRACT = frozenset({"backend_client.models", "backend_client.rules"})
 KNOWN_CYCLES: frozenset[tuple[str, ...]] = frozenset()
 
 # Layer breaks that exist today, as (importer, imported). Another engineer removes them.
-KNOWN_LAYER_VIOLATIONS: frozenset[tuple[str, str]] = frozenset(
-    {
-        # The chat reads the server's settings module instead of its own (environment read twice).
-        ("maya_tools.chat", "maya_tools.settings"),
-        # The chat's model loop reuses a constant of the server's change tools.
-        ("maya_tools.chat_model", "maya_tools.tools.changes"),
-    }
-)
+KNOWN_LAYER_VIOLATIONS: frozenset[tuple[str, str]] = frozenset()
 
 # A package's __init__ runs before any of its modules, so ``import backend_client.models`` executes
 # ``backend_client/__init__.py``; it loads the client and the error tree lazily (PEP 562), so importing
 # the contract loads nothing beyond it.
 KNOWN_CONTRACT_LEAKS: frozenset[str] = frozenset()
+
+# The one module of maya_tools that imports reference_backend (DESIGN.md: "Only one module of
+# maya_tools builds the embedded reference backend").
+EMBEDDED = "maya_tools.embedded"
+
+# The entry point of both programs, server and chat: the one server-side module that imports the chat.
+CLI = "maya_tools.cli"
 
 # Modules over MAX_LINES today, outside reference_backend; another engineer shrinks them.
 KNOWN_LARGE_MODULES: frozenset[str] = frozenset()
@@ -181,11 +181,9 @@ def _package(module: str) -> str:
 
 
 def _is_chat(module: str) -> bool:
-    """The Maya chat (DESIGN.md ``maya_tools/chat/``): the ``chat*`` modules and the offline interpreter.
-
-    ``maya_tools.evaluation`` is not counted: the eval harness starts the server it measures.
-    """
-    return module.startswith(("maya_tools.chat", "maya_tools.interpreter"))
+    """The Maya chat (DESIGN.md ``maya_tools/chat/``): the ``maya_tools.chat`` package and everything in it,
+    the eval included (it reads the server it measures as an MCP client, over stdio)."""
+    return module == "maya_tools.chat" or module.startswith("maya_tools.chat.")
 
 
 def layer_break(importer: str, imported: str) -> str | None:
@@ -194,7 +192,9 @@ def layer_break(importer: str, imported: str) -> str | None:
     if _is_chat(importer):
         if _is_chat(imported) or target == "prompts":
             return None
-        return "maya_tools/chat* imports only prompts and the MCP SDK client, never the server's modules"
+        return "maya_tools/chat/ imports only prompts and the MCP SDK client, never the server's modules"
+    if _is_chat(imported) and importer != CLI:
+        return "the server never imports the chat (only cli.py, which starts either program)"
     if source == target:
         return None
     if source == "backend_client":
@@ -281,6 +281,28 @@ def test_reference_backend_loads_only_itself_and_the_contract() -> None:
         if _package(module) == "reference_backend"
     }
     assert {module: extra for module, extra in outside.items() if extra} == {}
+
+
+def test_only_the_embedded_module_of_maya_tools_imports_the_reference_backend() -> None:
+    importers = {
+        module
+        for module, targets in graph().items()
+        if _package(module) == "maya_tools" and any(_package(t) == "reference_backend" for t in targets)
+    }
+    assert importers == {EMBEDDED}
+
+
+def test_the_scripts_import_nothing_from_the_tests() -> None:
+    """``scripts/record_cassettes.py`` shares the recording flows with the tests through ``scripts/``."""
+    imported: set[tuple[str, str]] = set()
+    for path in sorted((ROOT / "scripts").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported.update((path.name, alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                imported.add((path.name, node.module))
+    assert ("record_cassettes.py", "scripts.cassette_flows") in imported
+    assert {(script, name) for script, name in imported if name.partition(".")[0] == "tests"} == set()
 
 
 def test_no_module_is_over_500_lines() -> None:

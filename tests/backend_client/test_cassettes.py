@@ -13,7 +13,7 @@ import pytest
 import vcr
 
 from backend_client import DoorClient
-from tests.backend_client.flows import (
+from scripts.cassette_flows import (
     CLUSTER_ID,
     FLOWS,
     FORBIDDEN_IN_CASSETTES,

@@ -25,12 +25,12 @@ import pytest
 from anthropic import AsyncAnthropic
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
-from mcp_types import ElicitRequestFormParams, ElicitRequestURLParams, ListToolsResult, Tool
+from mcp_types import ElicitRequestFormParams, ElicitRequestURLParams, ListToolsResult, Tool, ToolAnnotations
 
-from maya_tools.chat import CHOSEN_OFFLINE, NO_KEY, open_session, repl, run
-from maya_tools.chat_model import ModelChat, list_all_tools, model_tools, withheld
-from maya_tools.chat_terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns, discard_typeahead
-from maya_tools.settings import ChatSettings
+from maya_tools.chat.app import CHOSEN_OFFLINE, NO_KEY, open_session, repl, run
+from maya_tools.chat.model import ModelChat, change_tools, changes_things, list_all_tools, model_tools, withheld
+from maya_tools.chat.settings import ChatSettings
+from maya_tools.chat.terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns, discard_typeahead
 from reference_backend.seed import DEMO_NODE_NAME
 from tests.maya_tools.conftest import MODES, operations
 
@@ -278,6 +278,28 @@ def test_a_tool_that_could_approve_is_withheld_from_the_model() -> None:
     ]
     assert [withheld(t) is None for t in tools] == [False, False, False, False, True]
     assert [t["name"] for t in model_tools(tools)] == ["get_card"]
+
+
+async def test_the_chat_learns_the_change_tools_from_the_annotations_in_tools_list(server: MCPServer[Any]) -> None:
+    from maya_tools.tools.changes import CHANGE_TOOLS  # the server's own list, to compare with
+
+    async with Client(server) as client:
+        learned = change_tools(await list_all_tools(client))
+    assert learned == CHANGE_TOOLS
+
+
+def test_a_tool_counts_as_a_change_unless_its_annotations_say_read_only() -> None:
+    schema = {"type": "object", "properties": {}}
+
+    def tool(**hints: bool) -> Tool:
+        return Tool(name="t", input_schema=schema, annotations=ToolAnnotations(**hints) if hints else None)
+
+    assert changes_things(tool())  # no annotations: conservative
+    assert changes_things(tool(destructive_hint=False))  # readOnlyHint absent means false
+    assert changes_things(tool(read_only_hint=False, destructive_hint=False))
+    assert changes_things(tool(read_only_hint=True, destructive_hint=True))
+    assert not changes_things(tool(read_only_hint=True))
+    assert not changes_things(tool(read_only_hint=True, destructive_hint=False))
 
 
 async def test_the_persons_answer_never_reaches_the_model(server: MCPServer[Any]) -> None:
@@ -668,8 +690,8 @@ async def test_an_unreachable_model_says_what_changed_in_the_turn(
 
 
 def test_chat_help_names_the_default_model_and_the_offline_fallback(capsys: pytest.CaptureFixture[str]) -> None:
-    from maya_tools.chat import main
-    from maya_tools.settings import DEFAULT_MODEL
+    from maya_tools.chat.app import main
+    from maya_tools.chat.settings import DEFAULT_MODEL
 
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -18,8 +18,8 @@ from mcp_types import TextContent
 
 from backend_client import models
 from backend_client.models import PublicNodePoolCreateRequest
-from maya_tools.chat import open_session, repl
-from maya_tools.chat_terminal import ApprovalPrompt, Terminal
+from maya_tools.chat.app import open_session, repl
+from maya_tools.chat.terminal import ApprovalPrompt, Terminal
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
 from reference_backend.seed import DEMO_ORGANISATION

@@ -13,8 +13,8 @@ import pytest
 from anthropic import AsyncAnthropic
 from pydantic import ValidationError
 
-from maya_tools import evaluation
-from maya_tools.evaluation import (
+from maya_tools.chat import evaluation
+from maya_tools.chat.evaluation import (
     MIN_CASES,
     Case,
     CaseFile,
@@ -56,7 +56,7 @@ async def test_the_eval_world_is_what_the_embedded_server_lists() -> None:
     """The names the cases are matched against are the demo seed's, as the chat reads them."""
     from mcp import Client
 
-    from maya_tools.chat_offline import read_world
+    from maya_tools.chat.offline import read_world
     from maya_tools.server import build_server
     from maya_tools.settings import Settings
 
@@ -225,7 +225,7 @@ async def test_live_tool_choice_against_the_real_model() -> None:
     key = os.environ.get("ANTHROPIC_API_KEY")
     if not key:
         pytest.skip("ANTHROPIC_API_KEY is not set: the live tool-choice evaluation needs a real model")
-    from maya_tools.settings import ChatSettings
+    from maya_tools.chat.settings import ChatSettings
 
     _, live = await evaluate(CASES, api_key=key, model=ChatSettings.from_env().model)
     assert live.skipped is None and len(live.scored) == len(SINGLE_TURN)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from maya_tools.interpreter import EXAMPLES, HELP, NUMBER_WORDS, Reply, ToolCall, interpret, number
+from maya_tools.chat.interpreter import EXAMPLES, HELP, NUMBER_WORDS, Reply, ToolCall, interpret, number
 
 P = "payments-prod"
 NODE = "payments-prod-workers-abc12"

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from maya_tools.evaluation import load_cases
-from maya_tools.interpreter import Interpreter, PoolInfo, Reply, ToolCall, World
+from maya_tools.chat.evaluation import load_cases
+from maya_tools.chat.interpreter import Interpreter, PoolInfo, Reply, ToolCall, World
 
 P, ST = "payments-prod", "payments-staging"
 DEMO = World({P: {"workers": PoolInfo(count=2)}, ST: {"general": PoolInfo(count=1)}})

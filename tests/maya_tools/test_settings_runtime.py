@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -10,7 +13,7 @@ import pytest
 
 from backend_client import DoorClient
 from backend_client.models import PublicNodePoolPatchRequest
-from maya_tools.runtime import card_time
+from maya_tools.embedded import card_time
 from maya_tools.settings import Settings
 from reference_backend.clock import ManualClock, ScaledClock
 from reference_backend.seed import DEMO_ADMIN_TOKEN
@@ -90,3 +93,34 @@ async def test_starting_the_server_closes_cards_a_stopped_server_left_executing(
     reopened = SqliteCardStore(tmp_path / "cards.sqlite3")
     stored = reopened.get(card.id)
     assert stored is not None and stored.status is CardStatus.FAILED
+
+
+POINTED_AT_DOOR = """
+import sys
+
+import anyio
+from mcp import Client
+
+from maya_tools.server import build_server
+from maya_tools.settings import Settings
+
+
+async def main() -> None:
+    async with Client(build_server(Settings.from_env())) as client:
+        assert "scale_node_pool" in {tool.name for tool in (await client.list_tools()).tools}
+
+
+anyio.run(main)
+print(sorted(m for m in sys.modules if m.partition(".")[0] in {"fastapi", "reference_backend"}))
+"""
+
+
+def test_a_server_pointed_at_door_loads_neither_fastapi_nor_the_reference_backend() -> None:
+    """A fresh interpreter builds and starts the server with DOOR_API_URL set (nothing is sent to it)."""
+    env = {**os.environ, "DOOR_API_URL": "http://127.0.0.1:9", "MAYA_CARD_STORE": ":memory:"}
+    env.pop("DOOR_TOKEN", None)
+    done = subprocess.run(
+        [sys.executable, "-c", POINTED_AT_DOOR], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

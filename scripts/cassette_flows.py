@@ -1,5 +1,6 @@
 """The contract flows: recorded from the reference backend by ``scripts/record_cassettes.py`` and
-replayed by ``test_cassettes.py``, both through ``DoorClient``.
+replayed by ``tests/backend_client/test_cassettes.py``, both through ``DoorClient``. They live here,
+beside the recorder, so that the recorder imports nothing from the tests.
 
 A flow is the admin-plane setup that puts the world in shape (done outside the cassette, never
 recorded) and the public calls made through the client (recorded). Its result is what the replay

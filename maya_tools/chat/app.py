@@ -3,14 +3,14 @@
 The chat is an MCP client of the maya-tools server: by default it starts ``maya-tools serve`` over
 stdio (as an IDE would), or it joins a streamable-HTTP server (``--url``, ``--token``). With
 ``ANTHROPIC_API_KEY`` set, a model (``MAYA_MODEL``) reads your request and picks the tools; without
-it, or with ``--offline``, a small deterministic interpreter does (``maya_tools.interpreter``).
+it, or with ``--offline``, a small deterministic interpreter does (``maya_tools.chat.interpreter``).
 
 Either way, a change shows its confirmation card here and asks you y/N (``ApprovalPrompt``); that is
 the only way a card is approved. Ctrl-C stops the current turn and keeps the conversation; Ctrl-D
 or ``/quit`` leaves.
 
-Pieces: ``chat_terminal`` (input, output, Ctrl-C, approval), ``chat_model`` (the Anthropic loop),
-``chat_offline`` (the interpreter's answers).
+Pieces: ``terminal`` (input, output, Ctrl-C, approval), ``model`` (the Anthropic loop),
+``offline`` (the interpreter's answers), ``settings`` (the chat's environment).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 import prompts
-from maya_tools.chat_model import ModelChat, list_all_tools, model_tools
-from maya_tools.chat_offline import OfflineChat
-from maya_tools.chat_terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns
-from maya_tools.settings import DEFAULT_MODEL, ChatSettings
+from maya_tools.chat.model import ModelChat, change_tools, list_all_tools, model_tools
+from maya_tools.chat.offline import OfflineChat
+from maya_tools.chat.settings import DEFAULT_MODEL, ChatSettings
+from maya_tools.chat.terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns
 
 QUIT = frozenset({"/quit", "/exit", "quit", "exit", ":q"})
 NO_KEY = (
@@ -82,10 +82,13 @@ async def open_session(
         terminal.line(offline_reason)
         terminal.line(f"Clusters: {where}.")
         return OfflineChat(client, terminal)
-    tools = model_tools(await list_all_tools(client))
+    listed = await list_all_tools(client)
+    tools = model_tools(listed)
     system = prompts.system_prompt(backend_description=where, user=user)
     terminal.line(f"Maya ({model}) · {len(tools)} tools · clusters: {where}.")
-    return ModelChat(anthropic_client, client, terminal, model=model, system=system, tools=tools)
+    return ModelChat(
+        anthropic_client, client, terminal, model=model, system=system, tools=tools, changes=change_tools(listed)
+    )
 
 
 async def repl(terminal: Terminal, session: Session) -> None:

@@ -15,10 +15,10 @@ anything: a change it maps still makes a confirmation card that only the person 
   question for a missing part, and its answer completing the request.
 """
 
-from maya_tools.interpreter.dialogue import MAX_COUNT, Interpreter, Reply, ReplyKind, ToolCall, interpret
-from maya_tools.interpreter.names import PoolInfo, World
-from maya_tools.interpreter.texts import EXAMPLES, HELP
-from maya_tools.interpreter.words import NUMBER_WORDS, normalize, number
+from maya_tools.chat.interpreter.dialogue import MAX_COUNT, Interpreter, Reply, ReplyKind, ToolCall, interpret
+from maya_tools.chat.interpreter.names import PoolInfo, World
+from maya_tools.chat.interpreter.texts import EXAMPLES, HELP
+from maya_tools.chat.interpreter.words import NUMBER_WORDS, normalize, number
 
 __all__ = [
     "EXAMPLES",

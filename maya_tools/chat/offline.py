@@ -14,8 +14,8 @@ from typing import Any
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
 
-from maya_tools.chat_terminal import Terminal, call_line, short
-from maya_tools.interpreter import Interpreter, PoolInfo, Reply, ToolCall, World
+from maya_tools.chat.interpreter import Interpreter, PoolInfo, Reply, ToolCall, World
+from maya_tools.chat.terminal import Terminal, call_line, short
 
 ACTIONS = {
     "scale_node_pool": "the change to pool {target}",

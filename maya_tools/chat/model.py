@@ -1,7 +1,8 @@
 """Maya with a model: the Anthropic Messages API picks tools, the MCP server runs them.
 
 Tool definitions come from the server's ``tools/list``, filtered so that nothing the model can call
-approves a card (``model_tools``). The history is changed only at consistent points: a turn works on
+approves a card (``model_tools``); which of them change things the chat learns from the same list
+(``change_tools``), never from the server's code. The history is changed only at consistent points: a turn works on
 its own copy and commits it when it ends; an abandoned turn (Ctrl-C) or a failed model call commits
 only what really happened, every ``tool_use`` answered by a ``tool_result`` (``abandon``).
 """
@@ -20,8 +21,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, Tool
 
-from maya_tools.chat_terminal import Terminal, call_line, short
-from maya_tools.tools.changes import CHANGE_TOOLS
+from maya_tools.chat.terminal import Terminal, call_line, short
 
 Block = dict[str, Any]
 
@@ -71,6 +71,23 @@ def model_tools(tools: Sequence[Tool]) -> list[ToolParam]:
     ]
 
 
+def changes_things(tool: Tool) -> bool:
+    """Whether calling ``tool`` may change something, as its MCP annotations say.
+
+    Conservative, as the MCP defaults are: a tool that does not say ``readOnlyHint: true`` (no
+    annotations at all included), or that says ``destructiveHint: true``, is a change tool.
+    """
+    hints = tool.annotations
+    if hints is None:
+        return True
+    return hints.read_only_hint is not True or hints.destructive_hint is True
+
+
+def change_tools(tools: Sequence[Tool]) -> frozenset[str]:
+    """The names of the tools that may change something (``changes_things``)."""
+    return frozenset(tool.name for tool in tools if changes_things(tool))
+
+
 async def list_all_tools(client: Client) -> list[Tool]:
     tools: list[Tool] = []
     cursor: str | None = None
@@ -105,11 +122,11 @@ def _assistant_blocks(message: Message) -> list[Block]:
     return blocks
 
 
-def outcome_line(name: str, result: CallToolResult) -> str | None:
+def outcome_line(result: CallToolResult, *, change: bool) -> str | None:
     """What a change tool really did, said by the chat itself (not by the model)."""
     data = result.structured_content
     if result.is_error:
-        return "  ✗ refused, nothing changed" if name in CHANGE_TOOLS else None
+        return "  ✗ refused, nothing changed" if change else None
     if not isinstance(data, dict) or "changed" not in data or "status" not in data:
         return None
     card = data.get("card") or {}
@@ -130,6 +147,7 @@ class ModelChat:
         model: str,
         system: str,
         tools: list[ToolParam],
+        changes: frozenset[str],
         max_tokens: int = 4096,
         max_rounds: int = 12,
     ) -> None:
@@ -140,6 +158,7 @@ class ModelChat:
         self.system = system
         self.tools = tools
         self.declared = {t["name"]: _declared_arguments(t) for t in tools}
+        self.changes = changes  # the tools whose annotations say they may change something
         self.max_tokens = max_tokens
         self.max_rounds = max_rounds
         self.messages: list[MessageParam] = []
@@ -252,13 +271,14 @@ class ModelChat:
                 f"{name} takes no argument {', '.join(undeclared)}; it was not called. Use only the arguments "
                 "in its input schema. No argument approves a card: the person approves it in their client.",
             )
-        self._changes_called = self._changes_called or name in CHANGE_TOOLS
+        change = name in self.changes
+        self._changes_called = self._changes_called or change
         try:
             result = await self.mcp.call_tool(name, arguments)
         except MCPError as error:
             self.terminal.line(f"  ✗ {short(error, 400)}")
             return _refused(tool_use_id, f"The tool call failed: {error}")
-        said = outcome_line(name, result)
+        said = outcome_line(result, change=change)
         if said:
             self.terminal.line(said)
         return tool_result_block(tool_use_id, result)

@@ -7,10 +7,10 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from maya_tools.interpreter import texts
-from maya_tools.interpreter.names import World
-from maya_tools.interpreter.reading import Intent, Reading, read
-from maya_tools.interpreter.words import normalize
+from maya_tools.chat.interpreter import texts
+from maya_tools.chat.interpreter.names import World
+from maya_tools.chat.interpreter.reading import Intent, Reading, read
+from maya_tools.chat.interpreter.words import normalize
 
 ReplyKind = Literal["help", "clarify", "refuse"]
 MAX_COUNT = 200  # R-ADD-04 / R-PATCH-06

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from maya_tools.interpreter.words import VOCABULARY
+from maya_tools.chat.interpreter.words import VOCABULARY
 
 FUZZY_CUTOFF = 0.8
 

@@ -12,7 +12,8 @@ pools), the names the interpreter matches against. Two parts:
 
 - Offline (always): both parts, through ``Interpreter`` with the file's ``world``.
 - Live (with ``ANTHROPIC_API_KEY``): each request is sent to the model as the first turn of a new
-  conversation, with Maya's system prompt and the server's tool list; the first ``tool_use`` (or
+  conversation, with Maya's system prompt and the server's tool list (read as the chat reads it:
+  an MCP client of ``maya-tools serve`` over stdio, on the embedded reference backend); the first ``tool_use`` (or
   none) is scored. Only that one model turn is sent: no tool is ever called, nothing changes.
   Without a key the live part is skipped, and the command says so. Multi-turn cases are scored
   offline only (a model's earlier answers are not part of the case).
@@ -39,10 +40,15 @@ import anthropic
 import anyio
 from anthropic import AsyncAnthropic
 from anthropic.types import MessageParam, ToolParam
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from maya_tools.chat_model import describe_api_error
-from maya_tools.interpreter import Interpreter, Reply, World
+import prompts
+from maya_tools.chat.app import backend_description
+from maya_tools.chat.interpreter import Interpreter, Reply, World
+from maya_tools.chat.model import describe_api_error, list_all_tools, model_tools
+from maya_tools.chat.settings import ChatSettings
 
 Category = Literal["change", "read", "ambiguous", "unsafe", "out_of_scope"]
 AnswerKind = Literal["refuse", "clarify", "out_of_scope"]
@@ -105,7 +111,7 @@ class CaseFile(_Own):
 def load_cases(path: Path | None = None, *, split: Split = "dev") -> CaseFile:
     """A case file (by default this package's development or held-out part), validated."""
     name = "eval_cases.json" if split == "dev" else "eval_heldout.json"
-    text = path.read_text() if path else resources.files("maya_tools").joinpath(name).read_text()
+    text = path.read_text() if path else resources.files("maya_tools.chat").joinpath(name).read_text()
     return CaseFile.model_validate_json(text)
 
 
@@ -256,18 +262,26 @@ async def run_live(
     return Report(f"live model {model}", tuple(results[c.id] for c in single))
 
 
-async def server_context() -> tuple[str, list[ToolParam]]:
-    """Maya's system prompt and the model's tool list, from an in-memory maya-tools server on the
-    embedded reference backend (the same ``tools/list`` the chat sends; nothing is called but reads)."""
-    from mcp import Client
+Connect = Callable[[], Client]
+"""Makes the (not yet opened) MCP client of the server whose tool list the model is shown."""
 
-    import prompts
-    from maya_tools.chat import backend_description
-    from maya_tools.chat_model import list_all_tools, model_tools
-    from maya_tools.server import build_server
-    from maya_tools.settings import Settings
 
-    async with Client(build_server(Settings(card_store=":memory:"))) as client:
+def embedded_server() -> Client:
+    """``maya-tools serve`` over stdio, as the chat starts it, but on the embedded reference backend
+    with cards in memory whatever the environment says: the model is shown the demo world's tool
+    list and clusters, and the eval never reaches Door or a card file."""
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "maya_tools.cli", "serve", "--log-level", "WARNING"],
+        env={"MAYA_CARD_STORE": ":memory:"},  # over the SDK's safe defaults; no DOOR_API_URL, so embedded
+    )
+    return Client(server)
+
+
+async def server_context(connect: Connect = embedded_server) -> tuple[str, list[ToolParam]]:
+    """Maya's system prompt and the model's tool list, from a maya-tools server (the same ``tools/list``
+    the chat sends; nothing is called but reads)."""
+    async with connect() as client:
         where = await backend_description(client)
         tools = model_tools(await list_all_tools(client))
     return prompts.system_prompt(backend_description=where), tools
@@ -290,6 +304,7 @@ async def evaluate(
     anthropic_factory: Callable[[str], AsyncAnthropic] | None = None,
     heldout: CaseFile | None = None,
     show_heldout_misses: bool = False,
+    connect: Connect = embedded_server,
 ) -> list[Report]:
     """The offline reports (development, then held-out if given), then the live one, last."""
     reports = [run_offline(cases)]
@@ -300,7 +315,7 @@ async def evaluate(
         reports.append(Report(f"live model {model}", (), skipped=reason))
         return reports
     assert api_key is not None
-    system, tools = await server_context()
+    system, tools = await server_context(connect)
     make = anthropic_factory or (lambda key: AsyncAnthropic(api_key=key))
     name = f"live model {model}"
     try:
@@ -335,8 +350,6 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         "--min-live-accuracy", type=float, default=0.0, help="exit 1 if live tool choice is below this (0–1)"
     )
     args = parser.parse_args(argv)
-    from maya_tools.settings import ChatSettings
-
     settings = ChatSettings.from_env()
     # Only warnings on stderr: the in-memory server and the SDKs would otherwise log every request.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from maya_tools.interpreter.names import World, candidates
-from maya_tools.interpreter.words import NAME, SIZE, UNITS, VOCABULARY, digits, normalize
+from maya_tools.chat.interpreter.names import World, candidates
+from maya_tools.chat.interpreter.words import NAME, SIZE, UNITS, VOCABULARY, digits, normalize
 
 Intent = Literal[
     "scale",

@@ -1,0 +1,1 @@
+"""Developer scripts, and what they share with the tests (``cassette_flows``); they import nothing from ``tests``."""
