@@ -45,3 +45,6 @@ FRESH_POLL_UNKNOWN = 1.0
 DEFAULT_FRESH_TIMEOUT = 30.0
 DEFAULT_OPERATION_TIMEOUT = 600.0
 DEFAULT_POLL_INTERVAL = 2.0
+
+CATALOG_TTL = 300.0
+"""How long a machine-tier catalog read is reused (seconds); a ``400`` R-ADD-03 drops it sooner."""

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import anyio
 import httpx2
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from backend_client import paths, rules
+from backend_client._catalog import CatalogCache
 from backend_client._constants import (
     API_PREFIX,
+    CATALOG_TTL,
     DEFAULT_FRESH_TIMEOUT,
     DEFAULT_MAX_RETRIES,
     DEFAULT_OPERATION_TIMEOUT,
@@ -33,6 +36,7 @@ from backend_client._constants import (
     USER_AGENT,
 )
 from backend_client._operations import ProgressCallback, follow_operation
+from backend_client._parse import parse, parse_with
 from backend_client._retry import (
     REPLAY_SAFE_METHODS,
     fresh_poll_delay,
@@ -42,14 +46,14 @@ from backend_client._retry import (
     retry_delay,
     server_time,
 )
+from backend_client._secret import Secret
+from backend_client._settle import settle
 from backend_client.errors import (
     DoorConnectionError,
     DoorError,
-    DoorResponseError,
     DoorStatusError,
     DoorTimeoutError,
     NotFound,
-    OutcomeUnknown,
     cluster_not_found,
     make_status_error,
 )
@@ -65,6 +69,7 @@ from backend_client.models import (
     PublicNodePoolCreateRequest,
     PublicNodePoolPatchRequest,
 )
+from backend_client.nodes import NodePage, freshness_of, node_page
 
 __all__ = ["DoorClient"]
 
@@ -75,20 +80,11 @@ R = TypeVar("R")
 
 Sleep = Callable[[float], Awaitable[None]]
 
+# A Door id (a UUID) is looked up by id first, anything else by name first.
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
 # Failures that happen before the request leaves the client: nothing can have changed.
 _NOT_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout, httpx2.UnsupportedProtocol)
-
-
-class _Secret:
-    """Holds the token so that no repr, log line or traceback local shows it."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str) -> None:
-        self.value = value
-
-    def __repr__(self) -> str:
-        return "'[secret]'"
 
 
 class DoorClient:
@@ -119,13 +115,14 @@ class DoorClient:
             raise ValueError("max_retries must be ≥ 0")
         base = base_url.rstrip("/")
         self.base_url = base if base.endswith(API_PREFIX) else base + API_PREFIX
-        self._token = _Secret(token)
+        self._token = Secret(token)
         self._timeout = timeout
         self.max_retries = max_retries
         self._sleep = sleep
         self._rng = random.Random()
         self._owns_client = http_client is None
         self._http = http_client or httpx2.AsyncClient(transport=transport, timeout=timeout)
+        self._catalog = CatalogCache(self._http, self.base_url, token)
 
     def __repr__(self) -> str:
         return f"DoorClient(base_url={self.base_url!r})"
@@ -145,9 +142,15 @@ class DoorClient:
 
     # --- catalog and clusters ---------------------------------------------------------------------
 
-    async def list_machine_tiers(self) -> MachineTierList:
-        """``GET /machine-tiers``: the sizes a pool may have."""
-        return await self._get("/machine-tiers", MachineTierList)
+    async def list_machine_tiers(self, *, max_age: float = CATALOG_TTL) -> MachineTierList:
+        """``GET /machine-tiers``: the sizes a pool may have. A catalog read less than ``max_age``
+        seconds ago through the same connection pool is reused (``max_age=0`` reads it again)."""
+        cached = self._catalog.get(max_age)
+        if cached is not None:
+            return cached
+        tiers = await self._get("/machine-tiers", MachineTierList)
+        self._catalog.put(tiers)
+        return tiers
 
     async def list_clusters(self, name: str | None = None) -> ClusterList:
         """``GET /clusters``: the clusters of the caller's organisation, optionally one exact name."""
@@ -155,17 +158,26 @@ class DoorClient:
         return await self._get("/clusters", ClusterList, params=params)
 
     async def resolve_cluster(self, name_or_id: str) -> Cluster:
-        """The cluster with that id, else the one with that name; ``NotFound`` when there is none."""
-        try:
-            return await self.get_cluster(name_or_id)
-        except NotFound:
-            pass
+        """The cluster with that id, else the one with that name; ``NotFound`` when there is none.
+
+        One request when the guess is right: a UUID is read by id first, anything else by
+        ``?name=`` first (the list embeds the whole cluster), then the other way."""
+        if _UUID.fullmatch(name_or_id):
+            try:
+                return await self.get_cluster(name_or_id)
+            except NotFound:
+                pass
         matches = [c for c in (await self.list_clusters(name=name_or_id)).items if c.name == name_or_id]
-        if len(matches) == 1:
-            return matches[0]
         if len(matches) > 1:
             ids = ", ".join(c.id for c in matches)
             raise DoorError(f"Several clusters are named {name_or_id!r} ({ids}); use the cluster id.")
+        if matches:
+            return matches[0]
+        if not _UUID.fullmatch(name_or_id):
+            try:
+                return await self.get_cluster(name_or_id)
+            except NotFound:
+                pass
         raise cluster_not_found(self.base_url, name_or_id)
 
     async def get_cluster(self, cluster_id: str) -> Cluster:
@@ -252,18 +264,41 @@ class DoorClient:
         is fresh; after ``fresh_timeout`` seconds the last snapshot is returned as it is, its
         ``cold``/``stale`` flags telling the caller it may be out of date.
         """
+        response = await self._read_nodes(cluster_id, pool, fresh, fresh_timeout)
+        return parse(response, NodeList)
+
+    async def node_page(
+        self,
+        cluster_id: str,
+        pool: str | None = None,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        fresh: bool = False,
+        fresh_timeout: float = DEFAULT_FRESH_TIMEOUT,
+    ) -> NodePage:
+        """As ``list_nodes``, but only ``limit`` workers from ``offset`` are parsed into models; every
+        worker is counted by pool and status (``NodePage.counts``). Door's freshness is kept."""
+        response = await self._read_nodes(cluster_id, pool, fresh, fresh_timeout)
+        return parse_with(response, "NodeList", lambda body: node_page(body, offset=offset, limit=limit))
+
+    async def _read_nodes(
+        self, cluster_id: str, pool: str | None, fresh: bool, fresh_timeout: float
+    ) -> httpx2.Response:
         path = paths.nodes(cluster_id, pool)
         started = anyio.current_time()
         waited = 0.0
         while True:
             response = await self._request("GET", path)
-            nodes = self._parse(response, NodeList)
-            if not fresh or nodes.fresh:
-                return nodes
+            if not fresh:
+                return response
+            flags = parse_with(response, "NodeList", freshness_of)
+            if flags[0]:
+                return response
             remaining = fresh_timeout - max(waited, anyio.current_time() - started)
             if remaining <= 0:
-                return nodes
-            delay = min(fresh_poll_delay(nodes.next_refresh_at, server_time(response.headers.get("date"))), remaining)
+                return response
+            delay = min(fresh_poll_delay(flags[1], server_time(response.headers.get("date"))), remaining)
             await self._sleep(delay)
             waited += delay
 
@@ -356,7 +391,10 @@ class DoorClient:
             raise DoorConnectionError(method, url, request_sent=not isinstance(exc, _NOT_SENT), reason=reason) from exc
         if response.is_success:
             return response
-        raise make_status_error(response, redact=(self._token.value,))
+        error = make_status_error(response, redact=(self._token.value,))
+        if error.rule == "R-ADD-03":
+            self._catalog.forget()  # Door no longer knows a tier the cached catalog has
+        raise error
 
     async def _request(
         self,
@@ -415,7 +453,7 @@ class DoorClient:
                 attempt += 1
 
     async def _get(self, path: str, model: type[M], *, params: dict[str, str] | None = None) -> M:
-        return self._parse(await self._request("GET", path, params=params), model)
+        return parse(await self._request("GET", path, params=params), model)
 
     async def _mutate(
         self,
@@ -434,8 +472,8 @@ class DoorClient:
         except DoorError as error:
             if idempotency_key is not None or not is_ambiguous(error):
                 raise
-            return await self._settle(method, path, error, read_back)
-        return self._parse(response, model)
+            return await settle(f"{method} {self.base_url}{path}", error, read_back)
+        return parse(response, model)
 
     async def _mutate_pool(
         self,
@@ -456,44 +494,3 @@ class DoorClient:
         return await self._mutate(
             method, path, Cluster, body=body, idempotency_key=idempotency_key, read_back=read_back
         )
-
-    async def _settle(
-        self, method: str, path: str, error: DoorError, read_back: Callable[[], Awaitable[R | None]]
-    ) -> R:
-        what = f"{method} {self.base_url}{path}"
-        log.info("%s failed ambiguously (%s); reading the cluster back", what, type(error).__name__)
-        try:
-            result = await read_back()
-        except DoorError as read_error:
-            raise OutcomeUnknown(
-                f"{what} failed ({error}) and reading the cluster back failed too ({read_error}). "
-                "It is unknown whether the change happened: read the cluster before trying again, "
-                "or retry with an idempotency key.",
-                cause=error,
-            ) from error
-        if result is not None:
-            log.info("%s took effect despite the failed answer", what)
-            return result
-        if isinstance(error, DoorStatusError):
-            # Door finished with the request and answered; the state shows no change.
-            error.message += " Reading the cluster back shows the change was not applied; it is safe to try again."
-            error.args = (error.message,)
-            raise error
-        raise OutcomeUnknown(
-            f"{what} failed ({error}). The cluster does not show the change yet, but Door may still be "
-            "processing it, so it is unknown whether it happened: read the cluster again before retrying, "
-            "or retry with an idempotency key.",
-            cause=error,
-        ) from error
-
-    @staticmethod
-    def _parse(response: httpx2.Response, model: type[M]) -> M:
-        try:
-            return model.model_validate_json(response.content)
-        except ValidationError as exc:
-            request = response.request
-            raise DoorResponseError(
-                f"Door answered {request.method} {request.url.copy_with(query=None)} with {response.status_code}, "
-                f"but the body is not a {model.__name__} ({exc.error_count()} problem(s), first: "
-                f"{exc.errors()[0]['msg']}). The API may have changed; upgrade the client."
-            ) from exc

@@ -34,10 +34,17 @@ OperationStatus = Literal["running", "succeeded", "failed"]
 PATCHABLE_FIELDS = ("count", "auto_scale", "min_nodes", "max_nodes", "labels", "tags")
 
 
+def _strip_titles(schema: dict[str, Any]) -> None:
+    # pydantic's generated titles repeat the property names; the published schemas leave them out.
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+
+
 class _Response(BaseModel):
     """A body Door sends: unknown fields are kept, never rejected."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, json_schema_extra=_strip_titles)
 
 
 class _Request(BaseModel):

@@ -43,8 +43,15 @@ class CardStatus(StrEnum):
     OUTCOME_UNKNOWN = "outcome_unknown"
 
 
+def strip_titles(schema: dict[str, Any]) -> None:
+    """pydantic's generated ``title`` repeats each property's name: left out of the published schemas."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+
+
 class _Own(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=strip_titles)
 
 
 class FieldChange(_Own):
@@ -142,3 +149,38 @@ def sha256(value: Any) -> str:
 def request_digest(method: str, path: str, body: dict[str, Any]) -> str:
     """The digest an approval is bound to: method, path and body together (DESIGN.md property 2)."""
     return sha256({"method": method, "path": path, "body": body})
+
+
+class CardDigest(BaseModel):
+    """The part of a card a change tool's result is typed by; the card itself is sent whole."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra=strip_titles)
+
+    id: str
+    action: Action
+    status: CardStatus
+    cluster_name: str
+    target: str
+    body: dict[str, JsonValue]
+    diff: list[FieldChange]
+    warnings: list[CardWarning]
+    expires_at: datetime
+
+
+def card_digest_schema() -> dict[str, Any]:
+    """``CardDigest``'s JSON schema, self-contained, for ``WithJsonSchema`` on a ``Card`` field."""
+    schema = CardDigest.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return inline(defs[node["$ref"].rpartition("/")[2]])
+            return {k: inline(v) for k, v in node.items() if k != "description" or node is schema}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    schema = dict(inline(schema))
+    schema["description"] = "The confirmation card (every field; get_card's output schema types them all)."
+    return schema

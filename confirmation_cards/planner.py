@@ -136,7 +136,7 @@ class Planner:
         found = await self._cluster(cluster)
         self._require_super_admin(found)
         _refuse(rules.create_shape_violations(request))
-        catalog = await self._catalog()
+        catalog = await self._catalog(request.size)
         _refuse([rules.tier_violation(request.size, catalog), rules.phase_violation(found.phase)])
         new = rules.pool_from_create(request, catalog[request.size], pool_id="(new)")
         _refuse(rules.pool_violations(new, add=True))
@@ -351,8 +351,11 @@ class Planner:
     async def _cluster(self, name_or_id: str) -> Cluster:
         return await self._read(self._door.resolve_cluster(name_or_id))
 
-    async def _catalog(self) -> dict[str, MachineTier]:
+    async def _catalog(self, size: str | None = None) -> dict[str, MachineTier]:
+        """The catalog, as the client caches it; read again once when it lacks ``size`` (a new tier)."""
         tiers = await self._read(self._door.list_machine_tiers())
+        if size is not None and all(tier.id != size for tier in tiers.items):
+            tiers = await self._read(self._door.list_machine_tiers(max_age=0))
         return {tier.id: tier for tier in tiers.items}
 
     def _require_super_admin(self, cluster: Cluster) -> None:

@@ -23,7 +23,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import (
     AcceptedElicitation,
@@ -32,9 +32,10 @@ from mcp.server.mcpserver import (
     ElicitationResult,
 )
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from confirmation_cards import Action, Card, CardNotFound, CardStatus, Planner, lifecycle, render_text
+from confirmation_cards.models import card_digest_schema, strip_titles
 from confirmation_cards.render import when
 from maya_tools.errors import door_errors
 from maya_tools.runtime import Runtime, runtime_of
@@ -142,7 +143,7 @@ async def ask(card: Card, ctx: Context[Any, Any]) -> Elicit[Confirm] | NoApprova
 class ChangeResult(BaseModel):
     """What a change tool did: the card, its status, and in plain words what happened and what next."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=strip_titles)
 
     status: CardStatus
     changed: bool | Literal["unknown"] = Field(
@@ -151,7 +152,9 @@ class ChangeResult(BaseModel):
     )
     message: str
     operation_id: str | None = None
-    card: Card
+    # Typed by the card's digest: five change tools repeating the whole Card schema were most of
+    # tools/list. The result still carries the whole card (get_card's schema types every field).
+    card: Annotated[Card, WithJsonSchema(card_digest_schema())]
 
 
 def decision_of(answer: ElicitationResult[Confirm] | AcceptedElicitation[Any]) -> lifecycle.Decision:

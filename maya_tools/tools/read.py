@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, Field, StrictStr
 
 from backend_client import models
 from backend_client.errors import OperationFailed
+from backend_client.nodes import NodePage
 from confirmation_cards.render import clean_text
 from maya_tools.errors import door_errors
 from maya_tools.runtime import runtime_of
 from maya_tools.tools.arguments import CLUSTER_MAX, ClusterArg, Flag, Name, Number, Whole
+from maya_tools.tools.results import (
+    ClusterListResult,
+    ClusterResult,
+    ClusterSummary,
+    NodesResult,
+    OperationsResult,
+    PoolsResult,
+    answer,
+    cluster_text,
+    nodes_text,
+    pool_page,
+    pools_text,
+)
 
 # Door's strings reach the model one line long, without control or format characters, and at most
 # this long: above the longest valid name (a node name, 254) so a name can still be passed back.
@@ -25,56 +37,6 @@ DOOR_TEXT_LIMIT = 256
 M = TypeVar("M", bound=BaseModel)
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
-
-
-class _Result(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ClusterSummary(_Result):
-    id: str
-    name: str
-    phase: str
-    pools: int
-    total_vcpu: int | None
-    total_memory_gib: float | None
-
-
-class ClusterListResult(_Result):
-    backend: str = Field(description="Where these clusters live: Door, or the embedded reference backend.")
-    clusters: list[ClusterSummary]
-
-
-class PoolStatusCount(_Result):
-    pool: str | None
-    status: str
-    count: int
-
-
-class NodesResult(_Result):
-    cluster_id: str
-    cluster_name: str
-    pool: str | None = Field(description="The pool listed, or null for the whole cluster.")
-    freshness: str = Field(description="How fresh the snapshot is, in words.")
-    cold: bool
-    stale: bool
-    next_refresh_at: datetime | None
-    total: int
-    summary: list[PoolStatusCount] = Field(description="Workers counted by pool and status.")
-    items: list[models.Node] = Field(description="This page of workers.")
-    offset: int
-    next_offset: int | None = Field(description="Pass as `offset` for the next page; null on the last page.")
-
-
-class OperationsResult(_Result):
-    cluster_id: str
-    cluster_name: str
-    phase: str
-    running: int
-    operations: list[models.Operation]
-    followed: models.Operation | None = Field(
-        default=None, description="The operation that was followed to its end, when `follow` was given."
-    )
 
 
 def _tidy(value: Any) -> Any:
@@ -95,7 +57,14 @@ def tidy(result: M) -> M:
     return type(result).model_validate(_tidy(result.model_dump()))
 
 
-def freshness_words(nodes: models.NodeList) -> str:
+# The pool page and filter of get_cluster and list_node_pools.
+PoolFilter = Annotated[Name | None, Field(min_length=1, description="Only the pool with this name.")]
+PoolOffset = Annotated[Whole, Field(ge=0, description="Index of the first pool to return.")]
+PoolLimit = Annotated[Whole, Field(ge=1, le=200, description="At most this many pools in `node_pools`.")]
+Detail = Annotated[Flag, Field(description="Show every label and tag in the text (they are counted otherwise).")]
+
+
+def freshness_words(nodes: models.NodeList | NodePage) -> str:
     """R-NODE-03/04 said plainly, so a person knows how far to trust the list."""
     if nodes.cold:
         return "cold: Door has no snapshot yet (the list may be empty); a refresh is queued" + (
@@ -143,18 +112,65 @@ def register(mcp: MCPServer[Any]) -> None:
         )
 
     @mcp.tool(annotations=READ)
-    async def get_cluster(ctx: Context[Any, Any], cluster: ClusterArg) -> models.Cluster:
-        """One cluster: its phase, its node pools and its planned capacity totals (R-CAP-*)."""
+    async def get_cluster(
+        ctx: Context[Any, Any],
+        cluster: ClusterArg,
+        pool: PoolFilter = None,
+        offset: PoolOffset = 0,
+        limit: PoolLimit = 25,
+        detail: Detail = False,
+    ) -> Annotated[CallToolResult, ClusterResult]:
+        """One cluster: its phase, planned capacity totals (R-CAP-*) and its node pools, a page at a time."""
         with door_errors():
-            return tidy(await runtime_of(ctx).door(ctx).resolve_cluster(cluster))
+            found = await runtime_of(ctx).door(ctx).resolve_cluster(cluster)
+        page, total, next_offset = pool_page(found.node_pools, pool=pool, offset=offset, limit=limit)
+        result = tidy(
+            ClusterResult(
+                id=found.id,
+                name=found.name,
+                organisation=found.organisation,
+                phase=found.phase,
+                kubernetes_version=found.kubernetes_version,
+                tags=found.tags,
+                total_vcpu=found.total_vcpu,
+                total_memory_gib=found.total_memory_gib,
+                total_volume_gib=found.total_volume_gib,
+                created_at=found.created_at,
+                pools_total=total,
+                node_pools=page,
+                offset=offset,
+                next_offset=next_offset,
+            )
+        )
+        return answer(result, cluster_text(result, pool=pool, detail=detail))
 
     @mcp.tool(annotations=READ)
-    async def list_node_pools(ctx: Context[Any, Any], cluster: ClusterArg) -> models.NodePoolList:
-        """The node pools of a cluster: tier, count, autoscaling bounds, labels, tags, lifecycle."""
+    async def list_node_pools(
+        ctx: Context[Any, Any],
+        cluster: ClusterArg,
+        pool: PoolFilter = None,
+        offset: PoolOffset = 0,
+        limit: PoolLimit = 25,
+        detail: Detail = False,
+    ) -> Annotated[CallToolResult, PoolsResult]:
+        """The node pools of a cluster, a page at a time: tier, count, autoscaling bounds, labels, tags, lifecycle."""
         door = runtime_of(ctx).door(ctx)
         with door_errors():
             found = await door.resolve_cluster(cluster)
-            return tidy(await door.list_node_pools(found.id))
+            listing = await door.list_node_pools(found.id)
+        page, total, next_offset = pool_page(listing.items, pool=pool, offset=offset, limit=limit)
+        result = tidy(
+            PoolsResult(
+                cluster_id=found.id,
+                cluster_name=found.name,
+                items=page,
+                total=total,
+                offset=offset,
+                next_offset=next_offset,
+            )
+        )
+        text = pools_text(result.items, total, offset, next_offset, pool=pool, detail=detail)
+        return answer(result, f"Cluster {result.cluster_name}.\n{text}")
 
     @mcp.tool(annotations=READ)
     async def list_nodes(
@@ -168,7 +184,7 @@ def register(mcp: MCPServer[Any]) -> None:
         ] = False,
         offset: Annotated[Whole, Field(ge=0, description="Index of the first worker to return.")] = 0,
         limit: Annotated[Whole, Field(ge=1, le=200, description="At most this many workers in `items`.")] = 50,
-    ) -> NodesResult:
+    ) -> Annotated[CallToolResult, NodesResult]:
         """The workers of a cluster or pool with their status, summarised by pool and status, in pages.
 
         Door serves node lists from a cache (R-NODE-01..04): `freshness` says whether this snapshot
@@ -176,11 +192,8 @@ def register(mcp: MCPServer[Any]) -> None:
         door = runtime_of(ctx).door(ctx)
         with door_errors():
             found = await door.resolve_cluster(cluster)
-            nodes = await door.list_nodes(found.id, pool, fresh=wait_for_fresh)
-        counts = Counter((n.pool, n.status) for n in nodes.items)
-        page = nodes.items[offset : offset + limit]
-        after = offset + len(page)
-        return tidy(
+            nodes = await door.node_page(found.id, pool, offset=offset, limit=limit, fresh=wait_for_fresh)
+        result = tidy(
             NodesResult(
                 cluster_id=found.id,
                 cluster_name=found.name,
@@ -189,16 +202,14 @@ def register(mcp: MCPServer[Any]) -> None:
                 cold=nodes.cold,
                 stale=nodes.stale,
                 next_refresh_at=nodes.next_refresh_at,
-                total=len(nodes.items),
-                summary=[
-                    PoolStatusCount(pool=p, status=s, count=n)
-                    for (p, s), n in sorted(counts.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
-                ],
-                items=page,
+                total=nodes.total,
+                summary=nodes.counts,
+                items=nodes.items,
                 offset=offset,
-                next_offset=after if after < len(nodes.items) else None,
+                next_offset=nodes.next_offset,
             )
         )
+        return answer(result, nodes_text(result))
 
     @mcp.tool(annotations=READ)
     async def list_machine_tiers(ctx: Context[Any, Any]) -> models.MachineTierList:

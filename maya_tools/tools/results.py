@@ -1,0 +1,200 @@
+"""What the read tools answer: a typed result in ``structuredContent`` and a compact text for the model.
+
+The model reads ``content``; a JSON dump of a 200-pool cluster or a 40,000-worker list there costs
+tens of thousands of tokens and says less than a few lines of counts. So each result is a pydantic
+model (the tool's output schema, the data in ``structuredContent``) and its text is written here:
+counts first, the page asked for, and how to get more. Nulls and empty maps are left out of the text.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, ConfigDict, Field
+
+from backend_client import models
+from backend_client.nodes import PoolStatusCount
+
+# At most this many pool lines in a text; the rest are counted, and are in structuredContent.
+TEXT_POOL_LINES = 30
+
+
+def _strip_titles(schema: dict[str, Any]) -> None:
+    """pydantic's generated ``title`` of every property repeats its name: not sent in ``tools/list``."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_strip_titles)
+
+
+class ClusterSummary(Result):
+    id: str
+    name: str
+    phase: str
+    pools: int
+    total_vcpu: int | None
+    total_memory_gib: float | None
+
+
+class ClusterListResult(Result):
+    backend: str = Field(description="Where these clusters live: Door, or the embedded reference backend.")
+    clusters: list[ClusterSummary]
+
+
+class _Paged(Result):
+    offset: int
+    next_offset: int | None = Field(description="Pass as `offset` for the next page; null on the last page.")
+
+
+class PoolsResult(_Paged):
+    """``list_node_pools``: one page of Door's pool items (R-POOL-01/02)."""
+
+    cluster_id: str
+    cluster_name: str
+    items: list[models.NodePool] = Field(description="This page of pools.")
+    total: int = Field(description="Pools matching the filter, every page (deleting ones included).")
+
+
+class ClusterResult(_Paged):
+    """``get_cluster``: the cluster, its capacity totals (R-CAP-*) and one page of its pools (R-POOL-03)."""
+
+    id: str
+    name: str
+    organisation: str
+    phase: str
+    kubernetes_version: str
+    tags: list[str]
+    node_pools: list[models.NodePool] = Field(description="This page of pools.")
+    pools_total: int = Field(description="Pools matching the filter, every page (deleting ones included).")
+    total_vcpu: int | None
+    total_memory_gib: float | None
+    total_volume_gib: int | None
+    created_at: datetime
+
+
+class NodesResult(Result):
+    cluster_id: str
+    cluster_name: str
+    pool: str | None = Field(description="The pool listed, or null for the whole cluster.")
+    freshness: str = Field(description="How fresh the snapshot is, in words.")
+    cold: bool
+    stale: bool
+    next_refresh_at: datetime | None
+    total: int
+    summary: list[PoolStatusCount] = Field(description="Workers counted by pool and status.")
+    items: list[models.Node] = Field(description="This page of workers.")
+    offset: int
+    next_offset: int | None = Field(description="Pass as `offset` for the next page; null on the last page.")
+
+
+class OperationsResult(Result):
+    cluster_id: str
+    cluster_name: str
+    phase: str
+    running: int
+    operations: list[models.Operation]
+    followed: models.Operation | None = Field(
+        default=None, description="The operation that was followed to its end, when `follow` was given."
+    )
+
+
+def answer(result: BaseModel, text: str) -> CallToolResult:
+    """``result`` as ``structuredContent`` (JSON, as its schema says) and ``text`` as what the model reads."""
+    return CallToolResult(
+        content=[TextContent(text=text)], structuredContent=result.model_dump(mode="json", by_alias=True)
+    )
+
+
+def pool_page(
+    pools: list[models.NodePool], *, pool: str | None, offset: int, limit: int
+) -> tuple[list[models.NodePool], int, int | None]:
+    """The pools named ``pool`` (all when None), the page from ``offset``, the count, and the next offset."""
+    chosen = [p for p in pools if pool is None or p.name == pool]
+    page = chosen[offset : offset + limit]
+    after = offset + len(page)
+    return page, len(chosen), after if after < len(chosen) else None
+
+
+def _map(value: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{k}={v}" for k, v in sorted(value.items())) + "}"
+
+
+def pool_line(p: models.NodePool, *, detail: bool) -> str:
+    line = f"- {p.name}: {p.size} × {p.count}"
+    if p.auto_scale:
+        line += f", autoscale {p.min_nodes if p.min_nodes is not None else '?'}–{p.max_nodes if p.max_nodes is not None else '?'}"
+    if p.lifecycle != "active":
+        line += f", {p.lifecycle}"
+    for name, value in (("labels", p.labels), ("tags", p.tags)):
+        if value:
+            line += f", {name} {_map(value)}" if detail else f", {len(value)} {name}"
+    return line
+
+
+def pools_text(
+    pools: list[models.NodePool], total: int, offset: int, next_offset: int | None, *, pool: str | None, detail: bool
+) -> str:
+    lines = []
+    if not pools:
+        lines.append(f"No pool named {pool!r}." if pool is not None else "No pools on this page.")
+    else:
+        lines.append(f"Pools {offset + 1}–{offset + len(pools)} of {total} (name: tier × count):")
+        lines += [pool_line(p, detail=detail) for p in pools]
+    if next_offset is not None:
+        lines.append(f"More: offset={next_offset}; or pool=NAME for one pool.")
+    if not detail and any(p.labels or p.tags for p in pools):
+        lines.append("Labels and tags are counted; detail=true shows them.")
+    return "\n".join(lines)
+
+
+def cluster_text(result: ClusterResult, *, pool: str | None, detail: bool) -> str:
+    head = f"Cluster {result.name} (id {result.id}), phase {result.phase}, Kubernetes {result.kubernetes_version}"
+    if result.tags:
+        head += ", tags " + ", ".join(result.tags)
+    capacity = (
+        f"Planned capacity: {result.total_vcpu} vCPU, {result.total_memory_gib} GiB memory, "
+        f"{result.total_volume_gib} GiB volume."
+        if result.total_vcpu is not None
+        else "Planned capacity: unknown (a pool's tier is not in the catalog)."
+    )
+    page = pools_text(
+        result.node_pools, result.pools_total, result.offset, result.next_offset, pool=pool, detail=detail
+    )
+    return "\n".join([head + ".", capacity, page])
+
+
+def _counted(counts: Iterable[tuple[str, int]]) -> str:
+    return ", ".join(f"{n} {status}" for status, n in counts)
+
+
+def nodes_text(result: NodesResult) -> str:
+    where = f"pool {result.pool} of {result.cluster_name}" if result.pool else result.cluster_name
+    lines = [f"{result.total} workers in {where}; snapshot {result.freshness}."]
+    by_status: Counter[str] = Counter()
+    by_pool: dict[str | None, Counter[str]] = {}
+    for c in result.summary:
+        by_status[c.status] += c.count
+        by_pool.setdefault(c.pool, Counter())[c.status] += c.count
+    if by_status:
+        lines.append("By status: " + _counted(sorted(by_status.items())) + ".")
+    if len(by_pool) > 1:
+        shown = sorted(by_pool.items(), key=lambda kv: (set(kv[1]) == {"Running"}, kv[0] or ""))
+        lines.append(f"By pool ({len(by_pool)} pools, those not all Running first):")
+        lines += [f"- {p or '(none)'}: {_counted(sorted(c.items()))}" for p, c in shown[:TEXT_POOL_LINES]]
+        if len(shown) > TEXT_POOL_LINES:
+            lines.append(
+                f"… {len(shown) - TEXT_POOL_LINES} more pools (structuredContent `summary`; or pass pool=NAME)."
+            )
+    if result.items:
+        lines.append(f"Workers {result.offset + 1}–{result.offset + len(result.items)} (name, pool, status, ready):")
+        lines += [f"- {n.name} {n.pool or '-'} {n.status}{' ready' if n.ready else ''}" for n in result.items]
+    if result.next_offset is not None:
+        lines.append(f"More: offset={result.next_offset}.")
+    return "\n".join(lines)
