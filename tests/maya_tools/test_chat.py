@@ -735,6 +735,7 @@ async def test_the_chat_command_starts_the_server_over_stdio_and_runs_offline(
 
 
 async def test_the_ctrl_c_signal_cancels_the_running_turn_not_the_program() -> None:
+    before = signal.getsignal(signal.SIGINT)  # pytest-xdist workers run with their own handler
     terminal = Terminal(person(), io.StringIO())
     with ctrl_c_abandons_turns(terminal):
         with anyio.CancelScope() as scope:
@@ -752,7 +753,7 @@ async def test_the_ctrl_c_signal_cancels_the_running_turn_not_the_program() -> N
         with pytest.raises(KeyboardInterrupt):  # at a prompt, Ctrl-C interrupts the read itself
             terminal.ask("you › ")
     assert scope.cancelled_caught
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 # --- offline: how people actually ask ------------------------------------------------------------

@@ -1,0 +1,207 @@
+"""Every command and tool example in README.md and docs/*.md runs as written (see docs/development.md,
+"The docs are tested", for the convention and its exceptions)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp_types import ElicitRequestParams, ElicitResult, TextContent
+
+from maya_tools.server import build_server
+from maya_tools.settings import Settings
+from reference_backend.backend import ReferenceBackend
+from reference_backend.clock import ManualClock
+from tests.docs import (
+    DOCS,
+    INSTALL,
+    README,
+    REPO,
+    Block,
+    Session,
+    blocks,
+    ci_command,
+    commands,
+    demo_command,
+    environment,
+    is_server,
+    scratch,
+    tool_examples,
+)
+
+README_MAX_LINES = 200
+
+NOT_RUN = {
+    ("README.md", "needs the Claude Code CLI and your own install path"),
+    ("client.md", "rewrites the committed cassettes, which tests/backend_client/test_cassettes.py replays"),
+    ("development.md", "rewrites committed snapshots"),
+}
+"""Every `# not run: <reason>` block; a new one fails the test until it is listed here."""
+
+SIGNATURES_ONLY = {"contracts.md"}
+"""Files whose python blocks list interfaces (signatures), not code to run."""
+
+
+def runnable(block: Block) -> bool:
+    if block.info == "text output":
+        return True
+    if block.lang == "python":
+        return block.path.name not in SIGNATURES_ONLY
+    if block.lang != "bash" or block.not_run is not None:
+        return False
+    # installs: the test command is the suite itself (`.ci/run` runs it); the demo command, tests/maya_tools/test_demo.py
+    return not any("pip install" in line for line in commands(block))
+
+
+def segments(path: Path) -> list[list[Block]]:
+    """A block runs on its own, unless an earlier block of the file only started servers: from there
+    on, the rest of the file runs in one session, with those servers up."""
+    found: list[list[Block]] = []
+    keeps_servers = False
+    for block in filter(runnable, blocks(path)):
+        if block.info == "text output" or keeps_servers:
+            found[-1].append(block)
+        else:
+            found.append([block])
+        lines = commands(block) if block.lang == "bash" else []
+        keeps_servers = keeps_servers or (bool(lines) and all(map(is_server, lines)))
+    return found
+
+
+SEGMENTS = [segment for path in DOCS for segment in segments(path)]
+
+
+@contextmanager
+def fixed_ports(segment: list[Block]) -> Iterator[None]:
+    """The docs name fixed ports; one lock per machine keeps two test runs from colliding on them."""
+    if not any(is_server(c) for b in segment if b.lang == "bash" for c in commands(b)):
+        yield
+        return
+    with open(Path(tempfile.gettempdir()) / "maya-tools-docs-ports.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.mark.parametrize("segment", SEGMENTS, ids=[s[0].where for s in SEGMENTS])
+def test_the_examples_run_as_written(segment: list[Block], tmp_path: Path) -> None:
+    session = Session(cwd=scratch(tmp_path), env=environment(tmp_path))
+    with fixed_ports(segment):
+        try:
+            for block in segment:
+                if block.info == "text output":
+                    assert session.last_output.strip() == block.text.strip(), f"{block.where} is not what it shows"
+                    continue
+                servers = len(session.servers)
+                session.run(block)
+                if block.lang == "bash" and not all(map(is_server, commands(block))):
+                    for server in session.servers[servers:]:  # started for this block's own commands
+                        assert server.stop() == 0, f"{server.command!r} did not stop cleanly: {server.log.read_text()}"
+                    del session.servers[servers:]
+        finally:
+            session.close()
+
+
+def test_the_blocks_not_run_are_the_listed_ones() -> None:
+    found = {(b.path.name, b.not_run) for path in DOCS for b in blocks(path) if b.not_run is not None}
+    assert found == NOT_RUN
+
+
+def test_the_readme_is_short() -> None:
+    lines = len(README.read_text(encoding="utf-8").splitlines())
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail into docs/"
+
+
+def test_ci_runs_exactly_the_readme_test_command_in_its_own_virtualenv() -> None:
+    readme = [commands(b) for b in blocks(README) if b.lang == "bash"]
+    assert [ci_command()] in readme
+    assert ci_command().startswith("python3 -m venv .venv && . .venv/bin/activate && pip install")
+    every = [commands(b) for path in DOCS for b in blocks(path) if b.lang == "bash"]
+    tests = [c for c in every if any("pytest" in line for line in c) and not any("MAYA_UPDATE" in x for x in c)]
+    assert all(c == [ci_command()] for c in tests), "every test command of the docs is the CI one"
+
+
+def test_the_only_commands_that_install_are_the_test_and_demo_commands() -> None:
+    installing = {c for path in DOCS for b in blocks(path) for c in commands(b) if "pip install" in c}
+    assert installing == {ci_command(), demo_command()}
+
+
+def test_the_demo_command_installs_and_then_runs_the_demo() -> None:
+    assert demo_command() == INSTALL + ".venv/bin/maya-tools demo"
+
+
+@pytest.mark.skipif(os.environ.get("MAYA_DOCS_INSTALL") != "1", reason="installs from the package index: set MAYA_DOCS_INSTALL=1")
+def test_the_whole_demo_command_on_a_fresh_copy(tmp_path: Path) -> None:
+    copy = tmp_path / "maya-tools"
+    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.egg-info"))
+    done = subprocess.run(
+        ["bash", "-c", f"set -euo pipefail\n{demo_command()}"],
+        cwd=copy,
+        env=environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count(": executed") == 3
+
+
+def test_client_configurations_start_maya_tools_serve() -> None:
+    configs = [json.loads(b.text) for path in DOCS for b in blocks(path) if b.lang == "json"]
+    assert len(configs) >= 2
+    for config in configs:
+        server = (config.get("servers") or config["mcpServers"])["maya-tools"]
+        assert server["command"].endswith("/.venv/bin/maya-tools") and server["args"] == ["serve"]
+        assert set(server.get("env", {})) <= {"DOOR_API_URL", "DOOR_TOKEN"}
+
+
+# --- tool examples ----------------------------------------------------------------------------------
+
+
+async def approve(context: Any, params: ElicitRequestParams) -> ElicitResult:
+    return ElicitResult(action="accept", content={"approve": True})
+
+
+def _text(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+HAS_TOOL_EXAMPLES = [path for path in DOCS if "`{" in path.read_text(encoding="utf-8")]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("path", HAS_TOOL_EXAMPLES, ids=[p.name for p in HAS_TOOL_EXAMPLES])
+async def test_tool_examples_answer_without_error(path: Path) -> None:
+    """In document order on one server (embedded reference backend, demo seed), a person approving
+    every card, and an hour of simulated time after each example so its operation has ended."""
+    clock = ManualClock()
+    server = build_server(Settings(), backend=ReferenceBackend(clock=clock, seed="demo"))
+    async with Client(server, elicitation_callback=approve) as client:
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        examples = tool_examples(path, tools)
+        last_card: str | None = None
+        for line, tool, arguments in examples:
+            if arguments.get("card_id") == "card_…":
+                assert last_card is not None, f"{path.name}:{line}: no card was made before this example"
+                arguments = {**arguments, "card_id": last_card}
+            result = await client.call_tool(tool, arguments)
+            assert not result.is_error, f"{path.name}:{line}: {tool} {arguments} failed: {_text(result)}"
+            data = result.structured_content or {}
+            if isinstance(data.get("card"), dict) and "status" in data:  # a change tool's result
+                last_card = data["card"]["id"]
+                assert data["status"] == "executed", f"{path.name}:{line}: {tool} ended {data['status']}"
+            clock.advance(3600)
+    if path == README:
+        assert {tool for _, tool, _ in examples} == tools, "the README's table shows every tool"
