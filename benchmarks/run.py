@@ -1,9 +1,9 @@
 """Issue 10's table, measured in one run: each measure beside its anchor, interleaved and repeated.
 
-Run: .venv/bin/python benchmarks/run.py [--repeat N] [--json PATH]
+Run: .venv/bin/python benchmarks/run.py [--repeat N] [--cards N] [--runs N] [--json PATH]
 
-Anchors: the reference backend's own GET of the same data (the FastAPI app over ASGI, same
-process), an empty ``MCPServer`` with one trivial tool over the same SDK client, and a bare FastAPI
+Anchors: the reference backend's own GET of the same data (for list_nodes, the backend in its own
+uvicorn process on loopback; elsewhere the FastAPI app over ASGI, same process), an empty ``MCPServer`` with one trivial tool over the same SDK client, and a bare FastAPI
 app answering the same JSON from memory. Tokens: o200k_base from ``bpe-openai`` (ships its
 vocabularies, works offline) when installed, else bytes / 4; the JSON says which. Prints the table
 (measure, ours, anchor, ratio, goal, met) and writes it as JSON (default benchmarks/results.json).
