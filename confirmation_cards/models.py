@@ -152,7 +152,7 @@ def request_digest(method: str, path: str, body: dict[str, Any]) -> str:
 
 
 class CardDigest(BaseModel):
-    """The part of a card a change tool's result is typed by; the card itself is sent whole."""
+    """The part of a card a tool's result is typed by (change tools, get_card); the card itself is sent whole."""
 
     model_config = ConfigDict(extra="allow", json_schema_extra=strip_titles)
 
@@ -162,13 +162,17 @@ class CardDigest(BaseModel):
     cluster_name: str
     target: str
     body: dict[str, JsonValue]
-    diff: list[FieldChange]
-    warnings: list[CardWarning]
+    # Objects, not typed further here: the rendered card and get_card's text say each change and warning.
+    diff: list[dict[str, JsonValue]]
+    warnings: list[dict[str, JsonValue]]
     expires_at: datetime
 
 
-def card_digest_schema() -> dict[str, Any]:
-    """``CardDigest``'s JSON schema, self-contained, for ``WithJsonSchema`` on a ``Card`` field."""
+def card_digest_schema(*, only: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """``CardDigest``'s JSON schema, self-contained, for ``WithJsonSchema`` on a ``Card`` field.
+
+    ``only`` keeps those fields of the digest: a change tool's result states the card's status
+    itself, typed, and its name is the action, so its card is typed by its id and expiry."""
     schema = CardDigest.model_json_schema()
     defs = schema.pop("$defs", {})
 
@@ -182,5 +186,10 @@ def card_digest_schema() -> dict[str, Any]:
         return node
 
     schema = dict(inline(schema))
-    schema["description"] = "The confirmation card (every field; get_card's output schema types them all)."
+    if only is not None:
+        schema["properties"] = {name: schema["properties"][name] for name in only}
+        schema["required"] = [name for name in schema["required"] if name in only]
+        schema["description"] = "The whole confirmation card (get_card's result types its main fields)."
+    else:
+        schema["description"] = "The whole confirmation card; its main fields are typed here."
     return schema

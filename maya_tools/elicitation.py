@@ -147,14 +147,13 @@ class ChangeResult(BaseModel):
 
     status: CardStatus
     changed: bool | Literal["unknown"] = Field(
-        description='true: Door applied the approved change; false: nothing changed; "unknown": Door may '
-        "have applied it (the message says what to check)."
+        description='true: Door applied the change; false: nothing changed; "unknown": it may have (see message).'
     )
     message: str
     operation_id: str | None = None
     # Typed by the card's digest: five change tools repeating the whole Card schema were most of
-    # tools/list. The result still carries the whole card (get_card's schema types every field).
-    card: Annotated[Card, WithJsonSchema(card_digest_schema())]
+    # tools/list. The result still carries the whole card.
+    card: Annotated[Card, WithJsonSchema(card_digest_schema(only=("id", "target", "expires_at")))]
 
 
 def decision_of(answer: ElicitationResult[Confirm] | AcceptedElicitation[Any]) -> lifecycle.Decision:

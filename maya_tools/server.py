@@ -21,6 +21,7 @@ from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
 from maya_tools.settings import Settings
 from maya_tools.tools import cards, changes, read
 from maya_tools.tools.changes import CHANGE_TOOLS
+from maya_tools.tools.schemas import publish_compact
 
 if TYPE_CHECKING:
     from maya_tools.embedded import ReferenceBackend
@@ -145,4 +146,5 @@ def build_server(
     mcp_prompts.register(mcp)
     if not settings.read_only:
         changes.register(mcp)
+    publish_compact(mcp)
     return mcp

@@ -122,7 +122,8 @@ class ReferenceBackend(WorldSetters):
         return views.pools_body(cluster)
 
     def state_body(self, cluster: Cluster) -> Doc:
-        """R-OP-03: the phase and every operation, newest first."""
+        """R-OP-03: the phase, every running operation and the most recent finished ones
+        (``KEPT_FINISHED_OPERATIONS``), newest first."""
         return views.state_body(cluster)
 
     def nodes_body(self, cluster: Cluster, pool_name: str | None = None) -> Doc:

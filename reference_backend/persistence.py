@@ -229,10 +229,16 @@ class PersistentWorld:
             self._operations[op.id] = op
         for cluster_id, of_cluster in operations.items():
             # Rows come back in key order: sort them by seq and rebuild the running indexes.
-            self._clusters[cluster_id].load_operations(of_cluster)
+            for forgotten in self._clusters[cluster_id].load_operations(of_cluster):
+                self._forget_operation(forgotten)
         for key, inventory in self._rows("inventory"):
             self._clusters[key].inventory = inventory
         self.idempotency.load(self._rows("idempotency"))
+
+    def _forget_operation(self, op: Operation) -> None:
+        """An operation that left the cluster's kept history (``KEPT_FINISHED_OPERATIONS``): its row goes too."""
+        self._operations.pop(op.id, None)
+        self._touch("operations", op.id)
 
     def _wipe(self) -> None:
         self._organisations.clear()

@@ -147,7 +147,7 @@ async def get_cluster(request: Request, cluster_id: str) -> Response:
     tags=["clusters"],
 )
 async def get_state(request: Request, cluster_id: str) -> Response:
-    """R-OP-03: the phase and every pool or node operation, newest first."""
+    """R-OP-03: the phase, the running pool and node operations and the latest finished ones, newest first."""
     return await _read_cluster(request, cluster_id, lambda backend, cluster: backend.state_body(cluster))
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import uuid
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Final, Literal
 
@@ -38,6 +39,10 @@ MIN_POOL_OPERATION_SECONDS: Final = 1.0
 UNKNOWN_NODE_FAIL_SECONDS: Final = 5.0
 INVENTORY_TTL_SECONDS: Final = 30.0
 INVENTORY_REFRESH_SECONDS: Final = 2.0
+# Decision: Door launches at most this many new workers per cluster per simulated second; the
+# rest wait, Pending, for a later second. Scaling 200 pools at once then spreads 40,000 workers
+# over 40 s instead of changing them all at one instant, so no single request applies them all.
+LAUNCHES_PER_SECOND: Final = 1000
 
 _NAME_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -170,7 +175,8 @@ class Simulation(PersistentWorld):
         op.status, op.finished_at, op.error, op.due_at = status, self._now, error, None
         if error is not None:
             op.message = error
-        cluster.operation_finished(op)
+        for forgotten in cluster.operation_finished(op):
+            self._forget_operation(forgotten)
 
     def _queue_inventory_refresh(self, cluster: Cluster) -> None:
         """R-NODE-03/04: a cold or stale read queues one refresh, due ``INVENTORY_REFRESH_SECONDS`` from now."""
@@ -236,13 +242,22 @@ class Simulation(PersistentWorld):
             seq=seq,
             status="Pending",
             created_at=self._now,
-            next_at=self._now + seconds(PENDING_SECONDS),
+            next_at=self._launch_second(cluster) + seconds(PENDING_SECONDS),
         )
         pool.add_worker(worker)
         assert worker.next_at is not None
         self._schedule(worker.next_at, "worker", cluster.id, pool.id, worker.id)
         self._touch("pools", pool.id)
         return worker
+
+    def _launch_second(self, cluster: Cluster) -> datetime:
+        """The start of the first simulated second, from now on, with a launch left (``LAUNCHES_PER_SECOND``)."""
+        if cluster.launch_at is None or cluster.launch_at + seconds(1) <= self._now:
+            cluster.launch_at, cluster.launched = self._now, 0
+        elif cluster.launched >= LAUNCHES_PER_SECOND:
+            cluster.launch_at, cluster.launched = cluster.launch_at + seconds(1), 0
+        cluster.launched += 1
+        return cluster.launch_at
 
     def _drain(self, cluster: Cluster, pool: Pool, worker: Worker) -> None:
         pool.set_status(worker, "Deleting")
@@ -274,12 +289,18 @@ class Simulation(PersistentWorld):
                 return name
 
     def _rebuild_events(self) -> None:
-        """Every pending transition is in the state itself; the heap is derived from it."""
+        """Every pending transition is in the state itself; the heap (and the launch second) is derived from it."""
         for cluster in self._clusters.values():
+            launches: Counter[datetime] = Counter()
             for pool in cluster.pools.values():
                 for worker in pool.workers.values():
                     if worker.next_at is not None:
                         self._schedule(worker.next_at, "worker", cluster.id, pool.id, worker.id)
+                        if worker.status == "Pending":
+                            launches[worker.next_at - seconds(PENDING_SECONDS)] += 1
+            if launches:  # the launch second still being handed out, as _launch_second left it
+                cluster.launch_at = max(launches)
+                cluster.launched = launches[cluster.launch_at]
             for op in cluster.running_operations():
                 if op.due_at is not None:
                     self._schedule(op.due_at, "operation", cluster.id, op.id)

@@ -56,7 +56,8 @@ def pools_body(cluster: Cluster) -> Doc:
 
 
 def state_body(cluster: Cluster) -> Doc:
-    """R-OP-03: the phase and every operation, newest first."""
+    """R-OP-03: the phase, every running operation and the most recent finished ones
+    (``KEPT_FINISHED_OPERATIONS``), newest first."""
     operations = reversed(cluster.operations.values())  # kept in seq order (Cluster.add_operation)
     return {
         "schema_version": "clusterstate.public.v1",

@@ -25,6 +25,11 @@ Doc = dict[str, Any]
 # Phases of a cluster that is gone: 404 to every request (R-AUTH-04), listed nowhere.
 TORN_DOWN: Final = frozenset({"Deprovisioned"})
 
+# Decision (R-OP-03): the history a cluster keeps. ``GET …/state`` lists every running operation
+# and the most recent ``KEPT_FINISHED_OPERATIONS`` finished ones (by the instant they finished);
+# older finished operations are forgotten, in memory and in the state file.
+KEPT_FINISHED_OPERATIONS: Final = 100
+
 # Field metadata: not part of the record's row (``persistence.encode`` skips it).
 NOT_IN_ROW: Final = MappingProxyType({"stored": False})
 
@@ -268,7 +273,8 @@ class Cluster:
     created_at: datetime
     # Pools, operations and the inventory are rows of their own tables.
     pools: dict[str, Pool] = field(default_factory=dict, metadata=NOT_IN_ROW)
-    # Every operation the cluster has had, oldest first (``seq`` order; ``add_operation`` keeps it).
+    # The running operations and the kept finished ones (``KEPT_FINISHED_OPERATIONS``), oldest first
+    # (``seq`` order; ``add_operation`` keeps it).
     operations: dict[str, Operation] = field(default_factory=dict, metadata=NOT_IN_ROW)
     inventory: Inventory = field(default_factory=Inventory, metadata=NOT_IN_ROW)
     node_names: set[str] = field(default_factory=set, metadata=NOT_IN_ROW)  # derived: kubectl names in use
@@ -276,6 +282,11 @@ class Cluster:
     # worker's state change nor an R-OP-01 check scans the cluster's whole history.
     running: dict[str, Operation] = field(default_factory=dict, metadata=NOT_IN_ROW)
     running_by_pool: dict[str, dict[str, Operation]] = field(default_factory=dict, metadata=NOT_IN_ROW)
+    # Derived: the kept finished operations in the order they finished (the oldest is forgotten first).
+    finished: dict[str, Operation] = field(default_factory=dict, metadata=NOT_IN_ROW)
+    # Derived: the simulated second whose worker launches are being handed out, and how many it has.
+    launch_at: datetime | None = field(default=None, metadata=NOT_IN_ROW)
+    launched: int = field(default=0, metadata=NOT_IN_ROW)
 
     @property
     def torn_down(self) -> bool:
@@ -303,8 +314,9 @@ class Cluster:
             if op.pool_id is not None:
                 self.running_by_pool.setdefault(op.pool_id, {})[op.id] = op
 
-    def operation_finished(self, op: Operation) -> None:
-        """Drop an operation that is no longer running from the running indexes."""
+    def operation_finished(self, op: Operation) -> list[Operation]:
+        """Move an operation that is no longer running to the finished ones; returns the finished
+        operations this pushes out of the kept history (``KEPT_FINISHED_OPERATIONS``)."""
         self.running.pop(op.id, None)
         if op.pool_id is not None:
             of_pool = self.running_by_pool.get(op.pool_id)
@@ -312,11 +324,28 @@ class Cluster:
                 of_pool.pop(op.id, None)
                 if not of_pool:
                     del self.running_by_pool[op.pool_id]
+        self.finished[op.id] = op
+        return self._forget_oldest()
 
-    def load_operations(self, operations: Iterable[Operation]) -> None:
-        """Replace the operations with stored ones (any order) and rebuild the derived indexes."""
+    def _forget_oldest(self) -> list[Operation]:
+        forgotten: list[Operation] = []
+        while len(self.finished) > KEPT_FINISHED_OPERATIONS:
+            oldest = self.finished.pop(next(iter(self.finished)))
+            del self.operations[oldest.id]
+            forgotten.append(oldest)
+        return forgotten
+
+    def load_operations(self, operations: Iterable[Operation]) -> list[Operation]:
+        """Replace the operations with stored ones (any order) and rebuild the derived indexes;
+        returns the finished ones beyond the kept history (a state file from before the bound)."""
         self.operations.clear()
         self.running.clear()
         self.running_by_pool.clear()
-        for op in sorted(operations, key=lambda op: op.seq):
+        self.finished.clear()
+        ordered = sorted(operations, key=lambda op: op.seq)
+        for op in ordered:
             self.add_operation(op)
+        done = (op for op in ordered if op.status != "running")
+        for op in sorted(done, key=lambda op: (op.finished_at or op.started_at, op.seq)):
+            self.finished[op.id] = op
+        return self._forget_oldest()

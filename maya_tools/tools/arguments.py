@@ -23,9 +23,7 @@ MAP_STRING_MAX = 253
 
 ClusterArg = Annotated[
     StrictStr,
-    Field(
-        min_length=1, max_length=CLUSTER_MAX, description="The cluster's name (for example `payments-prod`) or its id."
-    ),
+    Field(min_length=1, max_length=CLUSTER_MAX, description="Cluster name (e.g. `payments-prod`) or id."),
 ]
 PoolArg = Annotated[
     StrictStr, Field(min_length=1, max_length=NAME_MAX, description="The node pool's name, for example `workers`.")

@@ -7,9 +7,10 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from confirmation_cards import AuditEvent, Card, render_markdown
+from confirmation_cards.models import card_digest_schema
 from maya_tools.runtime import runtime_of
 from maya_tools.tools.arguments import CARD_ID_MAX
 
@@ -19,7 +20,9 @@ READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_h
 class CardView(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    card: Card
+    # Typed by the card's digest, as in the change tools' results: the whole Card schema was 5 KB of
+    # tools/list. The card is still sent whole.
+    card: Annotated[Card, WithJsonSchema(card_digest_schema())]
     rendered: str = Field(description="The card as a person sees it (Markdown).")
     audit: list[AuditEvent] = Field(description="Who created, approved, declined or executed it, and when.")
 
@@ -32,7 +35,7 @@ def register(mcp: MCPServer[Any]) -> None:
             str, Field(max_length=CARD_ID_MAX, description="The card's id, as a change tool returned it (`card_…`).")
         ],
     ) -> CardView:
-        """Show a confirmation card, its status (pending, executed, declined, expired, stale, failed) and its audit trail."""
+        """Show a confirmation card, its status and its audit trail."""
         runtime = runtime_of(ctx)
         runtime.service.expire_due()
         card = runtime.store.get(card_id)

@@ -155,3 +155,30 @@ async def test_a_store_written_before_the_lookup_columns_is_migrated_and_its_car
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == len(store_module._MIGRATIONS)
     store.close()
     SqliteCardStore(path).close()  # a second open migrates nothing more
+
+
+def test_get_card_and_the_sweeper_read_by_index_never_by_listing_every_card(tmp_path: Path) -> None:
+    """Issue 10: with 10,000 cards, get_card (``expire_due``, ``get``, ``audit``) costs what it does with one.
+
+    ``due`` is a search of the (status, expires_at) index, ``get`` of the primary key, ``audit`` of
+    (card_id, seq); none of them scans the cards table. ``list`` (every card) is only for the CLI."""
+    store = SqliteCardStore(tmp_path / "cards.sqlite3")
+    queries = {
+        "due": "SELECT id FROM cards WHERE status = ? AND expires_at <= ? ORDER BY expires_at",
+        "get": "SELECT data FROM cards WHERE id = ?",
+        "audit": "SELECT seq FROM audit WHERE card_id = ? ORDER BY seq",
+    }
+    for name, sql in queries.items():
+        plan = " ".join(str(row[-1]) for row in store._db.execute(f"EXPLAIN QUERY PLAN {sql}", (1,) * sql.count("?")))
+        assert "SEARCH" in plan and "SCAN" not in plan, f"{name}: {plan}"
+    store.close()
+
+
+def test_expire_due_and_get_never_list_the_cards(store: SqliteCardStore, clock: ManualClock) -> None:
+    def refuse(*_: object) -> None:
+        raise AssertionError("every card was listed")
+
+    store.list = refuse  # type: ignore[method-assign]
+    service = ApprovalService(store, clock=clock.now)
+    assert service.expire_due() == []
+    assert store.get("card_nothere") is None

@@ -95,3 +95,35 @@ async def test_the_server_reports_the_packages_version(server: Any) -> None:
     assert result.meta["io.modelcontextprotocol/serverInfo"]["version"] == version
     if info is not None:
         assert info.version == version
+
+
+WIRE_BUDGET_BYTES = 20 * 1024
+MODEL_FACING_BUDGET_TOKENS = 2_500
+
+
+async def test_tools_list_fits_issue_10_s_budget_by_the_benchmark_s_measure(server: Any) -> None:
+    """benchmarks/run.py's measure: every tool as sent (compact JSON) ≤ 20 KB; the part a model reads
+    (name, description, input schema) ≤ 2,500 o200k_base tokens. Sizes, not timings."""
+    import bpe_openai  # type: ignore[import-not-found]  # a dev dependency; ships its vocabularies
+
+    async with Client(server) as client:
+        listed = await client.list_tools()
+    wire = json.dumps(
+        [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed.tools], separators=(",", ":")
+    )
+    facing = json.dumps(
+        [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in listed.tools],
+        separators=(",", ":"),
+    )
+    assert len(wire) <= WIRE_BUDGET_BYTES, f"tools/list is {len(wire) / 1024:.2f} KB"
+    used = len(bpe_openai.get_encoding("o200k_base").encode(facing))
+    assert used <= MODEL_FACING_BUDGET_TOKENS, f"the model-facing part of tools/list is {used} tokens"
+
+
+async def test_every_argument_stays_typed_and_described(server: Any) -> None:
+    """The compacted input schemas (maya_tools/tools/schemas.py) keep a type and a description for each argument."""
+    for tool in await tools_of(server):
+        for name, prop in tool["inputSchema"].get("properties", {}).items():
+            assert prop.get("type"), f"{tool['name']}.{name} has no type"
+            assert prop.get("description"), f"{tool['name']}.{name} has no description"
+            assert "title" not in prop and "anyOf" not in prop, f"{tool['name']}.{name} is not compact"
