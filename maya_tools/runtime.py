@@ -195,12 +195,15 @@ async def open_runtime(
         store.close()
 
 
-SWEEP_EVERY = 10.0
+SWEEP_EVERY = 10.0  # the default of MAYA_SWEEP_SECONDS
 """Seconds (real time) between two sweeps: expired cards closed, orphaned executing cards settled."""
 
 
 async def _sweep(runtime: Runtime) -> None:
-    """At start and then every ``SWEEP_EVERY`` s: settle cards whose executing server is gone (within 60 s)."""
+    """At start and then every ``sweep_seconds`` (10 s by default): settle cards whose executing server is gone.
+
+    With the 30 s lease, a card another host left is settled within 60 s at the default.
+    """
     while True:
         try:
             runtime.service.expire_due()
@@ -211,4 +214,4 @@ async def _sweep(runtime: Runtime) -> None:
         except Exception:  # a sweep must never take the server down; the next one tries again
             logger.exception("sweeping the card store failed")
         runtime.swept.set()
-        await anyio.sleep(SWEEP_EVERY)
+        await anyio.sleep(runtime.settings.sweep_seconds)

@@ -116,6 +116,7 @@ class Live:
             "MAYA_CARD_STORE": str(self.card_store),
             "MAYA_DOOR_TIMEOUT_SECONDS": "1",
             "MAYA_SETTLE_SECONDS": "3",
+            "MAYA_SWEEP_SECONDS": "1",
             **server_env,
         }
         self.servers: list[Proc] = []
