@@ -47,6 +47,8 @@ RENEW_EVERY = 10.0
 """Seconds (real time) between two renewals of a running execution's lease."""
 SETTLE_WINDOW = 30.0
 """Seconds (Door's time) an unclear answer is settled for by reading Door back, before ``outcome_unknown``."""
+ORPHAN_SETTLE_WINDOW = 10.0
+"""An orphan's read-back is shorter, so lease (30 s) + sweep (≤ 20 s) + read-back stays within 60 s."""
 SETTLE_POLL = 2.0
 """Seconds (Door's time) between two read-backs while settling."""
 
@@ -230,7 +232,13 @@ class ApprovalService:
             return self._finish(
                 card, CardStatus.OUTCOME_UNKNOWN, self._unknown(card, "the server approving it stopped")
             )
-        return await self._settle(card, door, "the server approving it stopped before recording Door's answer", None)
+        return await self._settle(
+            card,
+            door,
+            "the server approving it stopped before recording Door's answer",
+            None,
+            window=min(self.settle_window, ORPHAN_SETTLE_WINDOW),
+        )
 
     def _alive(self, lease: Lease, now: datetime) -> bool:
         """Whether the card's executor may still be running it.
@@ -301,8 +309,12 @@ class ApprovalService:
             ),
         )
 
-    async def _settle(self, card: Card, door: DoorApi, why: str, known: set[str] | None) -> Card:
-        """Read Door back for up to ``settle_window`` seconds: ``executed`` if the change is there, else unknown."""
+    async def _settle(
+        self, card: Card, door: DoorApi, why: str, known: set[str] | None, *, window: float | None = None
+    ) -> Card:
+        """Read Door back for up to ``window`` seconds (``settle_window`` by default): ``executed`` if the
+        change is there, else unknown."""
+        window = self.settle_window if window is None else window
         waited = 0.0
         while True:
             try:
@@ -321,9 +333,9 @@ class ApprovalService:
                         f"was the idempotency key). {ACTIONS[card.action].accepted.format(target=card.target)}",
                     ),
                 )
-            if waited >= self.settle_window:
+            if waited >= window:
                 return self._finish(card, CardStatus.OUTCOME_UNKNOWN, self._unknown(card, why))
-            delay = min(SETTLE_POLL, self.settle_window - waited)
+            delay = min(SETTLE_POLL, window - waited)
             await self._sleep(delay)
             waited += delay
 

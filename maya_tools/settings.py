@@ -47,7 +47,7 @@ class Settings:
         """Read ``DOOR_API_URL``, ``DOOR_TOKEN``, ``MAYA_CARD_STORE``, ``MAYA_READ_ONLY``,
         ``MAYA_CARD_TTL_SECONDS``, ``MAYA_REFERENCE_TIME_SCALE``, ``MAYA_USER``, ``MAYA_DOOR_TIMEOUT_SECONDS``
         (one Door request), ``MAYA_SWEEP_SECONDS`` (how often orphaned executing cards are looked for, at
-        most 30) and ``MAYA_SETTLE_SECONDS`` (how long an unclear answer is settled by reading
+        most 20) and ``MAYA_SETTLE_SECONDS`` (how long an unclear answer is settled by reading
         Door back); keyword overrides win."""
         env = os.environ if env is None else env
         values: dict[str, object] = {
@@ -60,7 +60,7 @@ class Settings:
             "approver": env.get("MAYA_USER") or env.get("USER") or "local user",
             "door_timeout_seconds": float(env.get("MAYA_DOOR_TIMEOUT_SECONDS") or 30.0),
             "settle_seconds": float(env.get("MAYA_SETTLE_SECONDS") or 30.0),
-            "sweep_seconds": min(float(env.get("MAYA_SWEEP_SECONDS") or 10.0), 30.0),
+            "sweep_seconds": min(float(env.get("MAYA_SWEEP_SECONDS") or 10.0), 20.0),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
