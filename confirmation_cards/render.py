@@ -109,6 +109,13 @@ def show(value: Any) -> str:
     return quoted(safe_text(value))
 
 
+def brief(value: Any, limit: int = MESSAGE_LIMIT) -> str:
+    """A value as compact JSON on one clean line, capped: for the HTML card, which autoescapes it."""
+    if value is None:
+        return "none"
+    return clean_text(json.dumps(value, sort_keys=True, ensure_ascii=False), limit)
+
+
 def _dumps(value: Any, **indent: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=True, **indent)
 
@@ -199,6 +206,8 @@ def environment() -> Environment:
     env.globals["action_title"] = lambda action: ACTIONS[action].title
     env.filters.update(
         safe_text=safe_text,
+        clean=clean_text,
+        brief=brief,
         ident=ident,
         code=code,
         quoted=quoted,
@@ -222,5 +231,5 @@ def render_text(card: Card) -> str:
 
 
 def render_markdown(card: Card) -> str:
-    """The card as Markdown (an elicitation message, a chat message, the approval page)."""
+    """The card as Markdown (an elicitation message, a chat message)."""
     return ENVIRONMENT.get_template("card.md.j2").render(card=card)

@@ -67,6 +67,11 @@ _MIGRATIONS: tuple[str, ...] = (
         digest = json_extract(data, '$.body_digest'), fingerprint = json_extract(data, '$.target_fingerprint');
     CREATE INDEX cards_lookup ON cards (digest, action, principal, status, created_at);
     """,
+    # 3: the sha256 of the card's one approval-page link secret (never the secret itself), so any
+    # server on the store can verify a link; cleared when the link is used.
+    """
+    ALTER TABLE cards ADD COLUMN link_hash TEXT;
+    """,
 )
 
 
@@ -175,6 +180,18 @@ class CardStore(Protocol):
 
     def take_over(self, card_id: str, *, old: str | None, new: str, until: datetime, entry: AuditEntry) -> bool:
         """Become the executor of an executing card whose executor is still ``old`` (a dead one)."""
+        ...
+
+    def set_link(self, card_id: str, link_hash: str) -> bool:
+        """Bind a pending card's approval-page link (by its secret's hash), replacing any earlier link."""
+        ...
+
+    def has_link(self, card_id: str, link_hash: str) -> bool:
+        """Whether ``link_hash`` is the pending card's current, unused link."""
+        ...
+
+    def use_link(self, card_id: str, link_hash: str) -> bool:
+        """Spend the pending card's link, atomically: true for exactly one caller."""
         ...
 
 
@@ -367,6 +384,30 @@ class SqliteCardStore:
             (new, _ts(until), card_id, CardStatus.EXECUTING.value, old),
             card_id,
             entry,
+        )
+
+    def set_link(self, card_id: str, link_hash: str) -> bool:
+        return self._guarded(
+            "UPDATE cards SET link_hash = ? WHERE id = ? AND status = ?",
+            (link_hash, card_id, CardStatus.PENDING.value),
+            card_id,
+            None,
+        )
+
+    def has_link(self, card_id: str, link_hash: str) -> bool:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT 1 FROM cards WHERE id = ? AND status = ? AND link_hash = ?",
+                (card_id, CardStatus.PENDING.value, link_hash),
+            ).fetchone()
+        return row is not None
+
+    def use_link(self, card_id: str, link_hash: str) -> bool:
+        return self._guarded(
+            "UPDATE cards SET link_hash = NULL WHERE id = ? AND status = ? AND link_hash = ?",
+            (card_id, CardStatus.PENDING.value, link_hash),
+            card_id,
+            None,
         )
 
     def _guarded(self, sql: str, params: tuple[Any, ...], card_id: str, entry: AuditEntry | None) -> bool:

@@ -58,10 +58,12 @@ def _serve(argv: Sequence[str]) -> int:
 
     import uvicorn
 
-    from maya_tools.http import BindSessions, RequireBearer
+    from maya_tools.approval_page import PATH
+    from maya_tools.http import BindSessions, PagesFirst, RequireBearer
 
-    server = build_server(settings, transport="streamable-http")
-    app = RequireBearer(BindSessions(server.streamable_http_app(host=args.host)))
+    server = build_server(settings, transport="streamable-http", page_url=f"http://{args.host}:{args.port}")
+    mcp_app = RequireBearer(BindSessions(server.streamable_http_app(host=args.host)))
+    app = PagesFirst(server.pages.app, mcp_app, prefix=PATH)
     logging.getLogger("maya_tools").info("MCP over streamable HTTP at http://%s:%d/mcp", args.host, args.port)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
     return 0

@@ -32,11 +32,15 @@ from mcp.server.mcpserver import (
     ElicitationResult,
 )
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import UrlElicitationRequiredError
+from mcp_types import ElicitRequestURLParams
+from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from confirmation_cards import Action, Card, CardNotFound, CardStatus, Planner, lifecycle, render_text
+from confirmation_cards.actions import ACTIONS
 from confirmation_cards.models import card_digest_schema, strip_titles
-from confirmation_cards.render import when
+from confirmation_cards.render import clean_text, quoted, when
 from maya_tools.errors import door_errors
 from maya_tools.runtime import Runtime, runtime_of
 
@@ -71,11 +75,32 @@ class AlreadyDecided(BaseModel):
     status: CardStatus
 
 
+class PageAnswer(BaseModel):
+    """A URL-mode client's answer to the approval-page link: ``accept`` only means the person opened it."""
+
+    model_config = ConfigDict(frozen=True)
+    action: Literal["accept", "decline", "cancel"]
+
+
 NO_CHANNEL = (
     "Nothing was changed. This MCP client cannot ask you to approve (it does not support MCP "
     "elicitation), so the card is pending and will expire unapproved at {expires}. To approve "
     "changes, use a client that supports elicitation (VS Code, Claude Code, Cursor, the Maya chat: "
-    "`maya-tools chat`); a card is never approved automatically."
+    "`maya-tools chat`); a card is never approved automatically.\n"
+    "A client with URL-mode elicitation only gets a one-time link to the server's approval page instead."
+)
+LINK_QUESTION = (
+    "Approve or decline in your browser: {title} {target} on cluster {cluster}. This one-time link shows the "
+    "whole card; it expires with the card at {expires}."
+)
+LINK_SENT = (
+    "Nothing has changed yet: card {card} waits for your decision on the approval page (a one-time link your "
+    "MCP client shows you, never to the model). It expires unapproved at {expires}; get_card shows what "
+    "became of it."
+)
+WAITING = (
+    "Nothing has changed yet: the card waits for your decision on the approval page your client opened. "
+    "It expires unapproved at {expires}; get_card shows what became of it."
 )
 
 
@@ -126,8 +151,9 @@ def question(card: Card) -> str:
 ASKED: ContextVar[dict[str, str] | None] = ContextVar("maya_tools_asked_card", default=None)
 
 
-async def ask(card: Card, ctx: Context[Any, Any]) -> Elicit[Confirm] | NoApprovalChannel | AlreadyDecided:
-    """Ask the person, or report that nobody can be asked, or that nothing is left to decide."""
+async def ask(card: Card, ctx: Context[Any, Any]) -> Elicit[Confirm] | NoApprovalChannel | AlreadyDecided | PageAnswer:
+    """Ask the person (a form, or a link to the approval page when the client has URL mode only),
+    or report that nobody can be asked, or that nothing is left to decide."""
     asked = ASKED.get()
     if asked is not None:
         asked["card"] = card.id
@@ -135,9 +161,49 @@ async def ask(card: Card, ctx: Context[Any, Any]) -> Elicit[Confirm] | NoApprova
         return AlreadyDecided(status=card.status)
     capabilities = ctx.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
-    if elicitation is None or (elicitation.form is None and elicitation.url is not None):
+    if elicitation is None:
         return NoApprovalChannel(reason=NO_CHANNEL.format(expires=when(card.expires_at)))
+    # As the SDK's resolver reads it, a bare `elicitation: {}` is form support; URL only is not.
+    if elicitation.form is None and elicitation.url is not None:
+        return await ask_by_link(card, ctx)
     return Elicit(question(card), Confirm)
+
+
+async def ask_by_link(card: Card, ctx: Context[Any, Any]) -> NoApprovalChannel | AlreadyDecided | PageAnswer:
+    """Channel 3: a URL elicitation of a one-time link to the card's approval page.
+
+    The link travels only in the elicitation request: ``elicitation/create`` on 2025-11-25, and on
+    2026-07-28 (whose ``input_required`` flow carries form questions only in the SDK's resolvers) the
+    protocol's URL-elicitation-required error, whose message, the part a model may read, has no link.
+    """
+    runtime = runtime_of(ctx)
+    expires = when(card.expires_at)
+    if runtime.pages is None:
+        return NoApprovalChannel(reason=NO_CHANNEL.format(expires=expires))
+    principal = runtime.principal(ctx)
+    approver = runtime.approver(ctx, "approval page, URL elicitation")
+    if principal not in approver:
+        approver = f"{approver}, principal {principal}"
+    link = await runtime.pages.link_for(runtime, card, token=runtime.token_for(ctx), approver=approver)
+    if link is None:
+        return AlreadyDecided(status=runtime.service.get(card.id).status)
+    message = LINK_QUESTION.format(
+        title=ACTIONS[card.action].title,
+        target=quoted(clean_text(card.target)),
+        cluster=quoted(clean_text(card.cluster_name)),
+        expires=expires,
+    )
+    if ctx.protocol_version is not None and is_version_at_least(ctx.protocol_version, INPUT_REQUIRED_VERSION):
+        raise UrlElicitationRequiredError(
+            [ElicitRequestURLParams(message=message, url=link, elicitation_id=card.id)],
+            message=LINK_SENT.format(card=card.id, expires=expires),
+        )
+    answer = await ctx.elicit_url(message, link, card.id)
+    return PageAnswer(action=answer.action)
+
+
+INPUT_REQUIRED_VERSION = "2026-07-28"
+"""The first protocol whose elicitations ride ``input_required`` results rather than requests."""
 
 
 class ChangeResult(BaseModel):
@@ -174,7 +240,24 @@ async def decide(
     card: Card, answer: ElicitationResult[Confirm] | AcceptedElicitation[Any], ctx: Context[Any, Any]
 ) -> ChangeResult:
     """Execute, decline or leave pending, according to the person's answer."""
+    if isinstance(answer, AcceptedElicitation) and isinstance(answer.data, PageAnswer):
+        return await page_outcome(runtime_of(ctx), ctx, card, answer.data)
     return await decide_as(runtime_of(ctx), ctx, card, decision_of(answer))
+
+
+async def page_outcome(runtime: Runtime, ctx: Context[Any, Any], card: Card, answer: PageAnswer) -> ChangeResult:
+    """After a URL elicitation: a refused link declines; an opened one reports what the page decided."""
+    if answer.action != "accept":
+        return await decide_as(
+            runtime, ctx, card, lifecycle.Decline("cancelled" if answer.action == "cancel" else "declined")
+        )
+    with card_errors():
+        now = runtime.service.get(card.id, principal=runtime.principal(ctx))
+    if now.status is CardStatus.PENDING:
+        return ChangeResult(
+            status=now.status, changed=False, message=WAITING.format(expires=when(now.expires_at)), card=now
+        )
+    return outcome(now, decided_here=True)
 
 
 async def decline_as(runtime: Runtime, ctx: Context[Any, Any], card_id: str, reason: str) -> ChangeResult:

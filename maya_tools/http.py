@@ -16,6 +16,22 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from confirmation_cards import token_fingerprint
 
 
+class PagesFirst:
+    """Send the approval page's paths to ``pages`` (authenticated by their one-time secret, not a
+    bearer) and everything else, lifespan included, to ``app`` (``/mcp`` behind ``RequireBearer``)."""
+
+    def __init__(self, pages: ASGIApp, app: ASGIApp, *, prefix: str) -> None:
+        self.pages = pages
+        self.app = app
+        self.prefix = prefix.rstrip("/") + "/"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and str(scope.get("path", "")).startswith(self.prefix):
+            await self.pages(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class RequireBearer:
     """Refuse any HTTP request without a bearer token, before it reaches the MCP session."""
 

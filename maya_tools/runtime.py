@@ -14,12 +14,13 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
+import anyio.abc
 import httpx2
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 from backend_client import DoorClient
-from confirmation_cards import ApprovalService, Planner, RoleMemory, SqliteCardStore, token_fingerprint
+from confirmation_cards import ApprovalService, Card, Planner, RoleMemory, SqliteCardStore, token_fingerprint
 from maya_tools.settings import Settings
 
 if TYPE_CHECKING:
@@ -48,6 +49,12 @@ class WallTime:
         await anyio.sleep(seconds)
 
 
+class ApprovalLinks(Protocol):
+    """Mints one-time links to a card's approval page (URL elicitation)."""
+
+    async def link_for(self, runtime: Runtime, card: Card, *, token: str, approver: str) -> str | None: ...
+
+
 @dataclass
 class Runtime:
     """Shared state of one running server."""
@@ -61,6 +68,10 @@ class Runtime:
     time: DoorTime
     embedded_token: str | None
     """The embedded backend's demo admin token; None when the server talks to a real Door."""
+    pages: ApprovalLinks | None = None
+    """The approval page (``maya_tools.approval_page``), set by the server's lifespan."""
+    group: anyio.abc.TaskGroup | None = None
+    """Tasks that run for the server's life (the sweep, the approval page's loopback server)."""
     swept: anyio.Event = field(default_factory=anyio.Event)
     """Set once the first sweep after start has run (cards a stopped server left executing are settled)."""
 
@@ -185,6 +196,7 @@ async def open_runtime(
     runtime = Runtime(settings, transport, http, base_url, store, service, time, embedded_token)
     try:
         async with anyio.create_task_group() as group:
+            runtime.group = group
             group.start_soon(_sweep, runtime)
             try:
                 yield runtime

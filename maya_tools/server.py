@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 import prompts
 from maya_tools import prompts as mcp_prompts
+from maya_tools.approval_page import ApprovalPages
 from maya_tools.elicitation import ASKED, decline_as
 from maya_tools.errors import bounded
 from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
@@ -68,9 +69,11 @@ def argument_problems(error: ValidationError) -> str:
 class MayaServer(MCPServer[Runtime]):
     """``MCPServer`` whose refusals of a call, not only of a tool body, say what to do."""
 
-    def __init__(self, *args: Any, read_only: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, read_only: bool = False, pages: ApprovalPages, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.read_only = read_only
+        self.pages = pages
+        """The approval page (URL elicitation); over streamable HTTP, mount ``pages.app`` next to /mcp."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Runtime, Any] | None = None
@@ -124,15 +127,29 @@ def _unreadable_answer(error: ToolError) -> bool:
 
 
 def build_server(
-    settings: Settings, *, transport: Transport = "memory", backend: ReferenceBackend | None = None
-) -> MCPServer[Runtime]:
+    settings: Settings,
+    *,
+    transport: Transport = "memory",
+    backend: ReferenceBackend | None = None,
+    page_url: str | None = None,
+) -> MayaServer:
     """The server. ``backend`` injects a reference backend (tests drive its clock); with no
-    ``DOOR_API_URL`` and no ``backend`` an embedded one with the demo seed is started."""
+    ``DOOR_API_URL`` and no ``backend`` an embedded one with the demo seed is started.
+
+    ``page_url`` is where the approval page is reached when the caller serves ``pages.app`` itself
+    (streamable HTTP); without it the page gets its own loopback server on first use."""
+    pages = ApprovalPages(page_url)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[Runtime]:
         async with open_runtime(settings, transport, backend=backend) as runtime:
-            yield runtime
+            runtime.pages = pages
+            pages.runtime = runtime
+            try:
+                yield runtime
+            finally:
+                pages.runtime = None
+                await pages.close()
 
     mcp = MayaServer(
         "maya-tools",
@@ -140,6 +157,7 @@ def build_server(
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
         read_only=settings.read_only,
+        pages=pages,
     )
     read.register(mcp)
     cards.register(mcp)

@@ -15,7 +15,17 @@ from pydantic import Field
 from backend_client import rules
 from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
 from confirmation_cards import Action, Card
-from maya_tools.elicitation import AlreadyDecided, ChangeResult, Confirm, NoApprovalChannel, Plan, ask, card_for, decide
+from maya_tools.elicitation import (
+    AlreadyDecided,
+    ChangeResult,
+    Confirm,
+    NoApprovalChannel,
+    PageAnswer,
+    Plan,
+    ask,
+    card_for,
+    decide,
+)
 from maya_tools.tools.arguments import AutoArg, ClusterArg, CountArg, MapArg, MaxArg, MinArg, Name, PoolArg
 
 # One change tool per card action: the tool names are the actions' names.
@@ -35,7 +45,7 @@ def _given(**values: Any) -> dict[str, Any]:
 def _asker(plan: Plan) -> Any:
     async def ask_about_card(
         card: Annotated[Card, Resolve(plan)], ctx: Context[Any, Any]
-    ) -> Elicit[Confirm] | NoApprovalChannel | AlreadyDecided:
+    ) -> Elicit[Confirm] | NoApprovalChannel | AlreadyDecided | PageAnswer:
         return await ask(card, ctx)
 
     ask_about_card.__qualname__ = f"ask_about_{plan.__name__}"

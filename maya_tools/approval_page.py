@@ -1,0 +1,225 @@
+"""The approval page: channel 3, for clients that support URL elicitation but not forms.
+
+A change tool asks such a client to open a one-time link, ``/approve/<card id>/<secret>``, and the
+page there shows the card (``card.html.j2``, autoescaped) with Approve and Decline buttons: a plain
+HTML form POST, no JavaScript. What keeps the page safe:
+
+- The secret is 32 random bytes, minted per question; the card store keeps only the sha256 of card
+  id, principal and secret (``link_hash``), so any server on the store can verify a link. A newer
+  link for the same card replaces the older one; deciding spends it (``use_link``, atomic).
+- The decision goes through ``lifecycle.decide`` like any other: single use, expiry, the stale
+  re-check and idempotent execution hold as they do for a form, and the audit names the approver
+  as "approval page" with the principal's token fingerprint.
+- Door is called with the token of the principal that planned the card. It is kept in this
+  process's memory from the question to the decision (never stored, logged or shown), so the link
+  is decided by the server process that sent it.
+- A POST must carry the link's form token and, when the browser sends them, an ``Origin`` equal
+  to the page's own and a ``Sec-Fetch-Site`` of same-origin; the ``Host`` must be the one the link
+  names. Anything else changes nothing and leaves the link usable.
+- Every response is ``no-store``, cannot be framed, loads nothing from elsewhere and sends no
+  ``Referer`` (the secret is in the path).
+
+Over stdio (and in memory) the page is served on 127.0.0.1, on a free port, from the first link on
+for the server's life; over streamable HTTP the same app serves it next to ``/mcp``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import logging
+import secrets
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import anyio.abc
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.routing import Route
+
+from confirmation_cards import Card, CardNotFound, CardStatus, lifecycle, token_fingerprint
+from confirmation_cards.render import ENVIRONMENT
+from maya_tools.runtime import Runtime
+
+logger = logging.getLogger("maya_tools")
+
+PATH = "/approve"
+SECRET_BYTES = 32
+FORM_BODY_LIMIT = 4_096
+HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+def link_hash(card: Card, secret: str) -> str:
+    """What the store keeps of a link: bound to the card and to the principal that planned it."""
+    return hashlib.sha256(f"{card.id}\n{card.principal or ''}\n{secret}".encode()).hexdigest()
+
+
+def form_token(secret: str) -> str:
+    """The per-link token the page's form carries back (a cross-site POST cannot know it)."""
+    return hmac.new(secret.encode(), b"maya-tools approval form", hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What the process that sent a link keeps until it is used: never stored anywhere."""
+
+    token: str
+    approver: str
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without its signal handlers: the MCP server owns SIGINT and SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class ApprovalPages:
+    """The page's routes and, off streamable HTTP, its own loopback server started on first use."""
+
+    def __init__(self, base_url: str | None = None) -> None:
+        self.base_url = base_url
+        """Fixed over streamable HTTP (the server's own URL); else set when the page server starts."""
+        self.runtime: Runtime | None = None
+        self.app = Starlette(routes=[Route(PATH + "/{card_id}/{secret}", self.page, methods=["GET", "POST"])])
+        self._asked: dict[str, _Asked] = {}
+        self._lock = anyio.Lock()
+        self._server: _QuietServer | None = None
+        self._stopped = anyio.Event()
+
+    # --- links ---------------------------------------------------------------------------------
+
+    async def link_for(self, runtime: Runtime, card: Card, *, token: str, approver: str) -> str | None:
+        """A new one-time link to ``card``'s page, or None when the card is no longer pending."""
+        secret = secrets.token_urlsafe(SECRET_BYTES)
+        if not runtime.store.set_link(card.id, link_hash(card, secret)):
+            return None
+        self._asked[card.id] = _Asked(token, approver)
+        base = await self._base(runtime)
+        return f"{base}{PATH}/{card.id}/{secret}"
+
+    async def _base(self, runtime: Runtime) -> str:
+        if self.base_url is not None:
+            return self.base_url
+        async with self._lock:
+            if self.base_url is None:
+                assert runtime.group is not None, "the runtime's task group runs for the server's life"
+                port = await runtime.group.start(self._serve)
+                self.base_url = f"http://127.0.0.1:{port}"
+                logger.info("Approval page served at %s%s/…", self.base_url, PATH)
+        return self.base_url
+
+    async def _serve(self, *, task_status: anyio.abc.TaskStatus[int]) -> None:
+        sock = socket.socket()
+        try:
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(64)
+            config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
+            self._server = _QuietServer(config)
+            task_status.started(int(sock.getsockname()[1]))  # the listening socket queues until uvicorn accepts
+            await self._server.serve(sockets=[sock])
+        finally:
+            sock.close()
+            self._stopped.set()
+
+    async def close(self) -> None:
+        """Stop the loopback page server, if it was started."""
+        if self._server is not None:
+            self._server.should_exit = True
+            with anyio.move_on_after(5):
+                await self._stopped.wait()
+
+    # --- the page ------------------------------------------------------------------------------
+
+    async def page(self, request: Request) -> HTMLResponse:
+        runtime = self.runtime
+        card_id = request.path_params["card_id"]
+        secret = request.path_params["secret"]
+        if runtime is None or not self._own_host(request):
+            return _answer(None, "gone", status_code=404)
+        try:
+            card = runtime.service.get(card_id)
+        except CardNotFound:
+            return _answer(None, "gone", status_code=404)
+        digest = link_hash(card, secret)
+        if not runtime.store.has_link(card.id, digest):
+            return _answer(None, "gone", status_code=404)
+        if request.method == "GET":
+            return _answer(card, "ask", form=form_token(secret))
+        form = await _form(request)
+        if form is None or not self._same_site(request) or not _equal(form.get("csrf"), form_token(secret)):
+            return _answer(None, "refused", status_code=403)
+        choice = form.get("decision")
+        if choice not in ("approve", "decline"):
+            return _answer(None, "refused", status_code=400)
+        asked = self._asked.get(card.id)
+        if asked is None or token_fingerprint(asked.token) != card.principal:
+            return _answer(None, "elsewhere", status_code=409)
+        if not runtime.store.use_link(card.id, digest):
+            return _answer(None, "gone", status_code=404)  # another POST spent it first
+        self._asked.pop(card.id, None)
+        decision: lifecycle.Decision = (
+            lifecycle.Approve() if choice == "approve" else lifecycle.Decline("declined on the approval page")
+        )
+        done = await lifecycle.decide(
+            runtime.service,
+            card,
+            decision,
+            by=asked.approver,
+            principal=card.principal,
+            door=runtime.door_with(asked.token),
+        )
+        return _answer(done, "done")
+
+    def _origin(self, request: Request) -> str | None:
+        base = self.base_url
+        return None if base is None else "{0.scheme}://{0.netloc}".format(urlsplit(base))
+
+    def _own_host(self, request: Request) -> bool:
+        """The ``Host`` the link names (a DNS-rebound name never reaches the page)."""
+        origin = self._origin(request)
+        return origin is not None and request.headers.get("host") == urlsplit(origin).netloc
+
+    def _same_site(self, request: Request) -> bool:
+        origin = request.headers.get("origin")
+        if origin is not None and origin != self._origin(request):
+            return False
+        return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+
+
+def _equal(given: str | None, expected: str) -> bool:
+    return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+async def _form(request: Request) -> dict[str, str] | None:
+    """The posted form, first value per field; None when it is not a small urlencoded form."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
+        return None
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > FORM_BODY_LIMIT:
+            return None
+    fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
+    return {name: values[0] for name, values in fields.items()}
+
+
+def _answer(card: Card | None, view: str, *, form: str = "", status_code: int = 200) -> HTMLResponse:
+    context: dict[str, Any] = {"card": card, "view": view, "form": form, "pending": CardStatus.PENDING}
+    html = ENVIRONMENT.get_template("card.html.j2").render(**context)
+    return HTMLResponse(html, status_code=status_code, headers=HEADERS)

@@ -1,0 +1,264 @@
+"""Channel 3: a client with URL-mode elicitation only gets a one-time link to the approval page.
+
+The tests follow the link with a real HTTP client (httpx2) against the page's loopback server and
+post the page's own form, as a browser without JavaScript would.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client, MCPError, UrlElicitationRequiredError
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import MCPServer
+from mcp_types import (
+    ElicitationCapability,
+    ElicitRequestParams,
+    ElicitRequestURLParams,
+    ElicitResult,
+    UrlElicitationCapability,
+)
+
+from confirmation_cards import CardStatus, SqliteCardStore
+from reference_backend.seed import DEMO_ADMIN_TOKEN
+from tests.maya_tools.conftest import MODES, operations
+from tests.maya_tools.test_transports import http_server
+
+pytestmark = pytest.mark.anyio
+
+SCALE = ("scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": 4})
+
+
+class UrlOnlyClient(Client):
+    """An MCP client that declares URL-mode elicitation and no forms."""
+
+    async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
+        session = await super()._build_session(exit_stack)
+        build = session._build_capabilities
+
+        def url_only(version: str) -> Any:
+            return build(version).model_copy(
+                update={"elicitation": ElicitationCapability(url=UrlElicitationCapability())}
+            )
+
+        session._build_capabilities = url_only  # type: ignore[method-assign]
+        return session
+
+
+class Browser:
+    """The person at the URL elicitation: opens the link and, if told, presses a button on the page."""
+
+    def __init__(self, press: str | None = None) -> None:
+        self.press = press
+        self.urls: list[str] = []
+        self.pages: list[httpx2.Response] = []
+
+    async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
+        assert isinstance(params, ElicitRequestURLParams), "a URL-only client is never sent a form"
+        self.urls.append(params.url)
+        if self.press is not None:
+            self.pages.append(await press(params.url, self.press))
+        return ElicitResult(action="accept")
+
+
+def form_token(html: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
+    assert found is not None, html
+    return found.group(1)
+
+
+def origin(url: str) -> str:
+    return "/".join(url.split("/")[:3])
+
+
+async def press(url: str, button: str, **changes: Any) -> httpx2.Response:
+    """GET the page, then POST its form with ``button`` as a same-origin browser would."""
+    async with httpx2.AsyncClient(timeout=10) as http:
+        page = await http.get(url)
+        assert page.status_code == 200, page.text
+        data = {"csrf": form_token(page.text), "decision": button}
+        headers = {"Origin": origin(url), "Sec-Fetch-Site": "same-origin"}
+        data.update(changes.pop("data", {}))
+        headers.update(changes.pop("headers", {}))
+        return await http.post(url, data={k: v for k, v in data.items() if v is not None}, headers=headers)
+
+
+async def link_by_error(client: Client) -> tuple[str, str]:
+    """2026-07-28: the call ends in the URL-elicitation-required error; its elicitation carries the link."""
+    with pytest.raises(MCPError) as raised:
+        await client.call_tool(*SCALE)
+    error = UrlElicitationRequiredError.from_error(raised.value.error)
+    [elicitation] = error.elicitations
+    return elicitation.url, str(raised.value)
+
+
+def secret_of(url: str) -> str:
+    return url.rsplit("/", 1)[1]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_url_only_client_approves_on_the_page_and_door_applies_the_change_once(
+    server: MCPServer[Any], door: httpx2.AsyncClient, card_store: Path, mode: str
+) -> None:
+    browser = Browser("approve")
+    async with UrlOnlyClient(server, mode=mode, elicitation_callback=browser) as client:
+        if mode == "legacy":
+            result = await client.call_tool(*SCALE)
+            data = result.structured_content
+            assert data is not None and data["status"] == "executed" and data["changed"] is True
+            [url] = browser.urls
+            [page] = browser.pages
+            said = str(result.model_dump())
+        else:
+            url, said = await link_by_error(client)
+            page = await press(url, "approve")
+        cards = (await client.call_tool("list_cards", {})).model_dump()
+    assert url not in said and secret_of(url) not in said, "the link goes only through the elicitation"
+    assert secret_of(url) not in str(cards)
+    assert page.status_code == 200 and "Status: executed" in page.text
+    assert [op["kind"] for op in await operations(door)] == ["pool.update"]
+    store = SqliteCardStore(card_store)
+    [card] = store.list()
+    assert card.status is CardStatus.EXECUTED
+    approved = [e for e in store.audit(card.id) if e.event == "approved"]
+    assert len(approved) == 1 and approved[0].by is not None
+    assert "approval page" in approved[0].by and (card.principal or "?") in approved[0].by
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_decline_on_the_page_changes_nothing(
+    server: MCPServer[Any], door: httpx2.AsyncClient, card_store: Path, mode: str
+) -> None:
+    browser = Browser("decline")
+    async with UrlOnlyClient(server, mode=mode, elicitation_callback=browser) as client:
+        if mode == "legacy":
+            result = await client.call_tool(*SCALE)
+            data = result.structured_content
+            assert data is not None and data["status"] == "declined" and data["changed"] is False
+            [page] = browser.pages
+        else:
+            url, _ = await link_by_error(client)
+            page = await press(url, "decline")
+    assert page.status_code == 200 and "Status: declined" in page.text
+    assert await operations(door) == []
+    assert [c.status for c in SqliteCardStore(card_store).list()] == [CardStatus.DECLINED]
+
+
+async def test_a_link_the_person_refuses_to_open_declines_the_card(server: MCPServer[Any], card_store: Path) -> None:
+    class Refuses(Browser):
+        async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
+            await super().__call__(context, params)
+            return ElicitResult(action="decline")
+
+    browser = Refuses()
+    async with UrlOnlyClient(server, mode="legacy", elicitation_callback=browser) as client:
+        result = await client.call_tool(*SCALE)
+        async with httpx2.AsyncClient(timeout=10) as http:
+            page = await http.get(browser.urls[0])
+    data = result.structured_content
+    assert data is not None and data["status"] == "declined" and data["changed"] is False
+    assert page.status_code == 404, "a declined card's link shows nothing"
+
+
+async def test_an_opened_link_not_yet_decided_leaves_the_card_pending(
+    server: MCPServer[Any], door: httpx2.AsyncClient
+) -> None:
+    browser = Browser()
+    async with UrlOnlyClient(server, mode="legacy", elicitation_callback=browser) as client:
+        result = await client.call_tool(*SCALE)
+    data = result.structured_content
+    assert data is not None and data["status"] == "pending" and data["changed"] is False
+    assert "approval page" in data["message"] and browser.urls[0] not in str(result.model_dump())
+    assert await operations(door) == []
+
+
+async def test_a_link_decides_once_and_a_reload_a_second_post_or_an_altered_secret_do_nothing(
+    server: MCPServer[Any], door: httpx2.AsyncClient
+) -> None:
+    async with UrlOnlyClient(server, elicitation_callback=Browser()) as client:
+        url, _ = await link_by_error(client)
+        async with httpx2.AsyncClient(timeout=10) as http:
+            page = await http.get(url)
+            token = form_token(page.text)
+            same = {"Origin": origin(url)}
+            forged = url[:-4] + ("aaaa" if not url.endswith("aaaa") else "bbbb")
+            assert (await http.get(forged)).status_code == 404
+            assert (
+                await http.post(forged, data={"csrf": token, "decision": "approve"}, headers=same)
+            ).status_code == 404
+            first = await http.post(url, data={"csrf": token, "decision": "approve"}, headers=same)
+            assert first.status_code == 200 and "Status: executed" in first.text
+            again = await http.post(url, data={"csrf": token, "decision": "approve"}, headers=same)
+            reload = await http.get(url)
+    assert again.status_code == 404 and reload.status_code == 404
+    assert "executed" not in reload.text
+    assert [op["kind"] for op in await operations(door)] == ["pool.update"]
+
+
+@pytest.mark.parametrize(
+    "forgery",
+    [
+        {"data": {"csrf": None}},
+        {"data": {"csrf": "0" * 64}},
+        {"headers": {"Origin": "https://evil.example"}},
+        {"headers": {"Sec-Fetch-Site": "cross-site"}},
+        {"headers": {"Host": "evil.example"}},
+    ],
+    ids=["no form token", "wrong form token", "another origin", "cross-site fetch", "another host"],
+)
+async def test_a_cross_site_post_changes_nothing_and_leaves_the_link_usable(
+    server: MCPServer[Any], door: httpx2.AsyncClient, forgery: dict[str, Any]
+) -> None:
+    async with UrlOnlyClient(server, elicitation_callback=Browser()) as client:
+        url, _ = await link_by_error(client)
+        refused = await press(url, "approve", **forgery)
+        assert refused.status_code in (403, 404) and "executed" not in refused.text
+        assert await operations(door) == []
+        approved = await press(url, "approve")
+    assert "Status: executed" in approved.text
+    assert [op["kind"] for op in await operations(door)] == ["pool.update"]
+
+
+async def test_the_page_cannot_be_framed_or_cached_and_loads_nothing_else(server: MCPServer[Any]) -> None:
+    async with UrlOnlyClient(server, elicitation_callback=Browser()) as client:
+        url, _ = await link_by_error(client)
+        async with httpx2.AsyncClient(timeout=10) as http:
+            page = await http.get(url)
+    assert page.headers["cache-control"] == "no-store"
+    assert page.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    assert "<script" not in page.text and "http" not in page.text.split("<body>")[1].replace(url, "")
+    assert 'method="post"' in page.text and "Approve" in page.text and "Decline" in page.text
+
+
+@pytest.fixture
+def http_url(tmp_path: Path) -> Iterator[str]:
+    """A real `maya-tools serve --transport streamable-http` process on a free loopback port."""
+    with http_server(tmp_path) as url:
+        yield url
+
+
+@pytest.mark.http
+async def test_over_streamable_http_the_same_server_serves_the_page_without_a_bearer(http_url: str) -> None:
+    """The link points at the server's own host and port; the page needs no bearer, /mcp still does."""
+    headers = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
+    async with (
+        httpx2.AsyncClient(headers=headers) as http,
+        UrlOnlyClient(streamable_http_client(http_url, http_client=http), elicitation_callback=Browser()) as client,
+    ):
+        url, said = await link_by_error(client)
+        assert url.startswith(http_url.removesuffix("/mcp") + "/approve/") and url not in said
+        page = await press(url, "approve")
+        cards = await client.call_tool("list_cards", {})
+    assert page.status_code == 200 and "Status: executed" in page.text
+    assert DEMO_ADMIN_TOKEN not in page.text and secret_of(url) not in str(cards.model_dump())
+    async with httpx2.AsyncClient() as raw:
+        assert (await raw.post(http_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).status_code == 401
