@@ -262,3 +262,56 @@ async def test_over_streamable_http_the_same_server_serves_the_page_without_a_be
     assert DEMO_ADMIN_TOKEN not in page.text and secret_of(url) not in str(cards.model_dump())
     async with httpx2.AsyncClient() as raw:
         assert (await raw.post(http_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).status_code == 401
+
+
+async def test_door_strings_on_the_page_are_inert_text(
+    server: MCPServer[Any], door: httpx2.AsyncClient, clock: Any
+) -> None:
+    """A label carrying markup shows escaped: no element, no attribute, no script reaches the page."""
+    from reference_backend.seed import DEMO_CLUSTER_ID
+    from tests.conftest import auth
+
+    hostile = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
+    response = await door.patch(
+        f"/v1/public/clusters/{DEMO_CLUSTER_ID}/node-pools/workers",
+        json={"labels": {"note": hostile}},
+        headers=auth(DEMO_ADMIN_TOKEN),
+    )
+    assert response.status_code == 202
+    clock.advance(600)  # the relabel operation finishes, so the pool is idle again
+    async with UrlOnlyClient(server, elicitation_callback=Browser()) as client:  # the page lives with the server
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool(
+                "relabel_node_pool", {"cluster": "payments-prod", "pool": "workers", "labels": {"note": "calm"}}
+            )
+        [elicitation] = UrlElicitationRequiredError.from_error(raised.value.error).elicitations
+        async with httpx2.AsyncClient(timeout=10) as http:
+            page = await http.get(elicitation.url)
+    assert page.status_code == 200
+    assert (
+        "<script>" not in page.text
+        and "<img" not in page.text
+        and "onerror=alert" not in page.text.replace("onerror=alert(2)&gt;", "")
+    )
+    assert "&lt;script&gt;" in page.text
+
+
+async def test_the_link_of_an_expired_card_decides_nothing(
+    server: MCPServer[Any], door: httpx2.AsyncClient, clock: Any, card_store: Path
+) -> None:
+    async with UrlOnlyClient(server, elicitation_callback=Browser()) as client:  # the page lives with the server
+        url, _ = await link_by_error(client)
+        async with httpx2.AsyncClient(timeout=10) as http:
+            fresh = await http.get(url)
+            clock.advance(601)  # past the card's ten minutes
+            page = await http.get(url)
+            posted = await http.post(
+                url,
+                data={"csrf": form_token(fresh.text), "decision": "approve"},
+                headers={"Origin": origin(url), "Sec-Fetch-Site": "same-origin"},
+            )
+    assert page.status_code in (404, 410) or "expired" in page.text.lower()
+    assert posted.status_code in (403, 404, 410)
+    assert await operations(door) == []
+    [card] = SqliteCardStore(card_store).list()
+    assert card.status in (CardStatus.PENDING, CardStatus.EXPIRED)
