@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from mcp import Client
@@ -23,7 +24,9 @@ from maya_tools.app_secret import APP_URI, META_KEY
 from maya_tools.server import build_server
 from maya_tools.settings import Settings
 from reference_backend.backend import ReferenceBackend
-from reference_backend.seed import DEMO_MEMBER_TOKEN
+from reference_backend.clock import ManualClock
+from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_CLUSTER_ID, DEMO_MEMBER_TOKEN
+from tests.conftest import auth
 from tests.maya_tools.conftest import MODES, Person, operations, pool
 
 pytestmark = pytest.mark.anyio
@@ -202,3 +205,54 @@ def test_the_vendored_bundle_keeps_its_licence() -> None:
     )
     assert (static / "app-with-deps.js").stat().st_size > 100_000
     assert (Path(__file__).parents[2] / "scripts" / "refresh_ext_apps.sh").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_expired_card_is_not_approved_from_the_view(
+    server: MCPServer[Any], door: httpx2.AsyncClient, clock: ManualClock, mode: str
+) -> None:
+    async with apps_client(server, mode) as client:
+        _, card_id, secret = await show(client)
+        clock.advance(11 * 60)  # past the 10-minute default expiry
+        refused = await decide(client, card_id, secret)
+        status = (await client.call_tool("get_card", {"card_id": card_id})).structured_content
+    assert refused.is_error and "nothing was changed" in str(refused.content)
+    assert status is not None and status["card"]["status"] == "expired"
+    assert await operations(door) == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_target_changed_since_the_view_showed_it_makes_the_card_stale(
+    server: MCPServer[Any], door: httpx2.AsyncClient, clock: ManualClock, mode: str
+) -> None:
+    async with apps_client(server, mode) as client:
+        _, card_id, secret = await show(client)
+        response = await door.patch(
+            f"/v1/public/clusters/{DEMO_CLUSTER_ID}/node-pools/workers",
+            json={"count": 3},
+            headers=auth(DEMO_ADMIN_TOKEN),
+        )
+        assert response.status_code == 202
+        clock.advance(300)
+        done = await decide(client, card_id, secret)
+    data = done.structured_content
+    assert data is not None and data["status"] == "stale" and data["changed"] is False
+    assert (await pool(door, "workers") or {}).get("count") == 3
+    assert [op["kind"] for op in await operations(door)].count("pool.update") == 1  # only the other person's
+
+
+async def test_fifty_concurrent_approvals_from_the_view_execute_once(
+    server: MCPServer[Any], door: httpx2.AsyncClient
+) -> None:
+    async with apps_client(server, "legacy") as client:
+        _, card_id, secret = await show(client)
+        results: list[CallToolResult] = []
+
+        async def press() -> None:
+            results.append(await decide(client, card_id, secret))
+
+        async with anyio.create_task_group() as group:
+            for _ in range(50):
+                group.start_soon(press)
+    assert sum(1 for r in results if not r.is_error) == 1
+    assert [op["kind"] for op in await operations(door)] == ["pool.update"]
