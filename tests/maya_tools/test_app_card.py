@@ -195,7 +195,7 @@ async def test_the_view_is_one_self_contained_html_document(server: MCPServer[An
     ours = html.rsplit('<script type="module">', 1)[1]
     assert "textContent" in ours and "innerHTML" not in ours and "outerHTML" not in ours
     assert "insertAdjacentHTML" not in ours and "document.write" not in ours
-    assert "var(--color-background-primary" in html and "prefers-color-scheme: dark" in html
+    assert "var(--color-background-primary, light-dark(" in html and 'data-theme="dark"' in html
 
 
 def test_the_vendored_bundle_keeps_its_licence() -> None:
