@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Annotated, Any, Literal
 
+from mcp.server.apps import client_supports_apps
 from mcp.server.mcpserver import (
     AcceptedElicitation,
     Context,
@@ -41,6 +42,7 @@ from confirmation_cards import Action, Card, CardNotFound, CardStatus, Planner, 
 from confirmation_cards.actions import ACTIONS
 from confirmation_cards.models import card_digest_schema, strip_titles
 from confirmation_cards.render import clean_text, quoted, when
+from maya_tools.app_secret import mint_app_secret
 from maya_tools.errors import door_errors
 from maya_tools.runtime import Runtime, runtime_of
 
@@ -75,6 +77,13 @@ class AlreadyDecided(BaseModel):
     status: CardStatus
 
 
+class AppCard(BaseModel):
+    """An MCP Apps client shows the card's view, whose Approve spends a one-time secret (``app_card``)."""
+
+    model_config = ConfigDict(frozen=True)
+    reason: str
+
+
 class PageAnswer(BaseModel):
     """A URL-mode client's answer to the approval-page link: ``accept`` only means the person opened it."""
 
@@ -97,6 +106,11 @@ LINK_SENT = (
     "Nothing has changed yet: card {card} waits for your decision on the approval page (a one-time link your "
     "MCP client shows you, never to the model). It expires unapproved at {expires}; get_card shows what "
     "became of it."
+)
+APP_WAITING = (
+    "Nothing has changed yet: card {card} waits for your decision on the card your MCP client shows "
+    "(Approve or Decline there; the model cannot approve it). It expires unapproved at {expires}; "
+    "get_card shows what became of it."
 )
 WAITING = (
     "Nothing has changed yet: the card waits for your decision on the approval page your client opened. "
@@ -151,7 +165,9 @@ def question(card: Card) -> str:
 ASKED: ContextVar[dict[str, str] | None] = ContextVar("maya_tools_asked_card", default=None)
 
 
-async def ask(card: Card, ctx: Context[Any, Any]) -> Elicit[Confirm] | NoApprovalChannel | AlreadyDecided | PageAnswer:
+async def ask(
+    card: Card, ctx: Context[Any, Any]
+) -> Elicit[Confirm] | NoApprovalChannel | AlreadyDecided | PageAnswer | AppCard:
     """Ask the person (a form, or a link to the approval page when the client has URL mode only),
     or report that nobody can be asked, or that nothing is left to decide."""
     asked = ASKED.get()
@@ -159,6 +175,9 @@ async def ask(card: Card, ctx: Context[Any, Any]) -> Elicit[Confirm] | NoApprova
         asked["card"] = card.id
     if card.status is not CardStatus.PENDING:
         return AlreadyDecided(status=card.status)
+    if client_supports_apps(ctx):
+        # Channel 1, and no elicitation even if the client also declares it (DESIGN.md conventions).
+        return show_app_card(card, ctx, asked)
     capabilities = ctx.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
     if elicitation is None:
@@ -167,6 +186,18 @@ async def ask(card: Card, ctx: Context[Any, Any]) -> Elicit[Confirm] | NoApprova
     if elicitation.form is None and elicitation.url is not None:
         return await ask_by_link(card, ctx)
     return Elicit(question(card), Confirm)
+
+
+def show_app_card(card: Card, ctx: Context[Any, Any], asked: dict[str, str] | None) -> AppCard | AlreadyDecided:
+    """Channel 1: mint the card's one-time app secret; ``MayaServer.call_tool`` puts it in the result's
+    ``_meta`` only (never in ``content`` or ``structuredContent``, which the model reads)."""
+    runtime = runtime_of(ctx)
+    secret = mint_app_secret(runtime, card)
+    if secret is None:
+        return AlreadyDecided(status=runtime.service.get(card.id).status)
+    if asked is not None:
+        asked["app_secret"] = secret
+    return AppCard(reason=APP_WAITING.format(card=card.id, expires=when(card.expires_at)))
 
 
 async def ask_by_link(card: Card, ctx: Context[Any, Any]) -> NoApprovalChannel | AlreadyDecided | PageAnswer:
@@ -206,13 +237,17 @@ INPUT_REQUIRED_VERSION = "2026-07-28"
 """The first protocol whose elicitations ride ``input_required`` results rather than requests."""
 
 
+Changed = Annotated[bool | Literal["unknown"], WithJsonSchema({"enum": [True, False, "unknown"]})]
+"""Whether Door applied the change: true, false or "unknown" (the same type, said shorter in the schema)."""
+
+
 class ChangeResult(BaseModel):
     """What a change tool did: the card, its status, and in plain words what happened and what next."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=strip_titles)
 
     status: CardStatus
-    changed: bool | Literal["unknown"] = Field(
+    changed: Changed = Field(
         description='true: Door applied the change; false: nothing changed; "unknown": it may have (see message).'
     )
     message: str
@@ -226,7 +261,7 @@ def decision_of(answer: ElicitationResult[Confirm] | AcceptedElicitation[Any]) -
     """What the person's client answered, as a decision: only an accepted form with ``approve: true`` approves."""
     if isinstance(answer, AcceptedElicitation):
         data = answer.data
-        if isinstance(data, NoApprovalChannel):
+        if isinstance(data, NoApprovalChannel | AppCard):
             return lifecycle.NoChannel(data.reason)
         if isinstance(data, AlreadyDecided):
             return lifecycle.AlreadyDecided(data.status)
@@ -267,7 +302,13 @@ async def decline_as(runtime: Runtime, ctx: Context[Any, Any], card_id: str, rea
     return await decide_as(runtime, ctx, card, lifecycle.Decline(reason))
 
 
-async def decide_as(runtime: Runtime, ctx: Context[Any, Any], card: Card, decision: lifecycle.Decision) -> ChangeResult:
+async def decide_as(
+    runtime: Runtime,
+    ctx: Context[Any, Any],
+    card: Card,
+    decision: lifecycle.Decision,
+    channel: str = "MCP elicitation",
+) -> ChangeResult:
     principal = runtime.principal(ctx)
     if card.principal is not None and card.principal != principal:
         raise ToolError(NOT_YOURS)  # never reached through card_for; a guard, not a path
@@ -275,7 +316,7 @@ async def decide_as(runtime: Runtime, ctx: Context[Any, Any], card: Card, decisi
         return ChangeResult(status=card.status, changed=False, message=decision.reason, card=card)
     # One approver string per decision, so this call can tell whether it was the one that
     # decided the card (fifty concurrent approvals: one executes, the rest report it).
-    who = f"{runtime.approver(ctx)} #{secrets.token_hex(4)}"
+    who = f"{runtime.approver(ctx, channel)} #{secrets.token_hex(4)}"
     with door_errors(), card_errors():
         done = await lifecycle.decide(
             runtime.service, card, decision, by=who, principal=principal, door=runtime.door(ctx)

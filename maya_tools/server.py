@@ -15,6 +15,8 @@ from pydantic import ValidationError
 
 import prompts
 from maya_tools import prompts as mcp_prompts
+from maya_tools.app_card import build_apps
+from maya_tools.app_secret import META_KEY
 from maya_tools.approval_page import ApprovalPages
 from maya_tools.elicitation import ASKED, decline_as
 from maya_tools.errors import bounded
@@ -87,7 +89,14 @@ class MayaServer(MCPServer[Runtime]):
         asked: dict[str, str] = {}
         token = ASKED.set(asked)
         try:
-            return await super().call_tool(name, arguments, context)
+            result = await super().call_tool(name, arguments, context)
+            secret = asked.get("app_secret")
+            if secret is not None and isinstance(result, CallToolResult) and not result.is_error:
+                # The view's one-time secret travels in `_meta` only: never in content or
+                # structuredContent, which the model reads (DESIGN.md channel 1).
+                meta = {**(result.meta or {}), META_KEY: {"cardId": asked["card"], "secret": secret}}
+                result = result.model_copy(update={"meta": meta})
+            return result
         except UnexpectedToolError:
             raise
         except ToolError as exc:
@@ -153,6 +162,7 @@ def build_server(
 
     mcp = MayaServer(
         "maya-tools",
+        extensions=[] if settings.read_only else [build_apps()],
         version=VERSION,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,

@@ -18,6 +18,7 @@ import pytest
 from mcp import Client
 from mcp_types import ElicitRequestParams, ElicitResult, TextContent
 
+from maya_tools.chat.model import for_the_model
 from maya_tools.server import build_server
 from maya_tools.settings import Settings
 from reference_backend.backend import ReferenceBackend
@@ -189,7 +190,7 @@ async def test_tool_examples_answer_without_error(path: Path) -> None:
     clock = ManualClock()
     server = build_server(Settings(), backend=ReferenceBackend(clock=clock, seed="demo"))
     async with Client(server, elicitation_callback=approve) as client:
-        tools = {tool.name for tool in (await client.list_tools()).tools}
+        tools = {tool.name for tool in (await client.list_tools()).tools if for_the_model(tool)}
         examples = tool_examples(path, tools)
         last_card: str | None = None
         for line, tool, arguments in examples:

@@ -88,12 +88,21 @@ def change_tools(tools: Sequence[Tool]) -> frozenset[str]:
     return frozenset(tool.name for tool in tools if changes_things(tool))
 
 
+def for_the_model(tool: Tool) -> bool:
+    """Whether a host shows ``tool`` to the model: not when MCP Apps marks it app-only
+    (``_meta.ui.visibility`` without ``"model"``, such as the card view's ``decide_card``)."""
+    ui = (tool.meta or {}).get("ui")
+    visibility = ui.get("visibility") if isinstance(ui, dict) else None
+    return not isinstance(visibility, list) or "model" in visibility
+
+
 async def list_all_tools(client: Client) -> list[Tool]:
+    """Every tool the server lists for the model (app-only tools are the views' own, never the model's)."""
     tools: list[Tool] = []
     cursor: str | None = None
     while True:
         page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
+        tools.extend(tool for tool in page.tools if for_the_model(tool))
         cursor = page.next_cursor
         if not cursor:
             return tools

@@ -15,8 +15,10 @@ from pydantic import Field
 from backend_client import rules
 from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
 from confirmation_cards import Action, Card
+from maya_tools.app_secret import APP_URI
 from maya_tools.elicitation import (
     AlreadyDecided,
+    AppCard,
     ChangeResult,
     Confirm,
     NoApprovalChannel,
@@ -27,6 +29,9 @@ from maya_tools.elicitation import (
     decide,
 )
 from maya_tools.tools.arguments import AutoArg, ClusterArg, CountArg, MapArg, MaxArg, MinArg, Name, PoolArg
+
+# Each change tool renders as the MCP Apps card view for clients that declared the extension.
+APP_META: dict[str, Any] = {"ui": {"resourceUri": APP_URI}}
 
 # One change tool per card action: the tool names are the actions' names.
 CHANGE_TOOLS: frozenset[str] = frozenset(get_args(Action))
@@ -45,7 +50,7 @@ def _given(**values: Any) -> dict[str, Any]:
 def _asker(plan: Plan) -> Any:
     async def ask_about_card(
         card: Annotated[Card, Resolve(plan)], ctx: Context[Any, Any]
-    ) -> Elicit[Confirm] | NoApprovalChannel | AlreadyDecided | PageAnswer:
+    ) -> Elicit[Confirm] | NoApprovalChannel | AlreadyDecided | PageAnswer | AppCard:
         return await ask(card, ctx)
 
     ask_about_card.__qualname__ = f"ask_about_{plan.__name__}"
@@ -143,7 +148,7 @@ ask_replace = _asker(plan_replace)
 
 
 def register(mcp: MCPServer[Any]) -> None:
-    @mcp.tool(annotations=_change(destructive=False))
+    @mcp.tool(annotations=_change(destructive=False), meta=APP_META)
     async def add_node_pool(
         cluster: ClusterArg,
         name: Annotated[Name, Field(description="The new pool's name: a DNS label, unique in the cluster.")],
@@ -161,7 +166,7 @@ def register(mcp: MCPServer[Any]) -> None:
         """Add a node pool. Shows a confirmation card; Door is called only if a person approves it."""
         return await decide(card, answer, ctx)
 
-    @mcp.tool(annotations=_change(destructive=True))
+    @mcp.tool(annotations=_change(destructive=True), meta=APP_META)
     async def scale_node_pool(
         cluster: ClusterArg,
         pool: PoolArg,
@@ -182,7 +187,7 @@ def register(mcp: MCPServer[Any]) -> None:
         Shows a confirmation card; Door is called only if a person approves it."""
         return await decide(card, answer, ctx)
 
-    @mcp.tool(annotations=_change(destructive=True))
+    @mcp.tool(annotations=_change(destructive=True), meta=APP_META)
     async def relabel_node_pool(
         cluster: ClusterArg,
         pool: PoolArg,
@@ -196,7 +201,7 @@ def register(mcp: MCPServer[Any]) -> None:
         node labels (R-POOL-05): use `kubectl label node` for scheduling. Needs a person's approval."""
         return await decide(card, answer, ctx)
 
-    @mcp.tool(annotations=_change(destructive=True))
+    @mcp.tool(annotations=_change(destructive=True), meta=APP_META)
     async def remove_node_pool(
         cluster: ClusterArg,
         pool: PoolArg,
@@ -208,7 +213,7 @@ def register(mcp: MCPServer[Any]) -> None:
         (R-DEL-01). Shows a confirmation card; Door is called only if a person approves it."""
         return await decide(card, answer, ctx)
 
-    @mcp.tool(annotations=_change(destructive=True))
+    @mcp.tool(annotations=_change(destructive=True), meta=APP_META)
     async def replace_node(
         cluster: ClusterArg,
         node_name: Annotated[

@@ -10,7 +10,10 @@ so what pydantic generates for Python readers is left out or said shorter, once,
   and ``default: null`` on an optional property says what leaving it out says;
 - a ``$defs`` entry's ``description`` is its Python class's docstring, written for this code's readers;
   a tool's description loses its docstring indentation and wrapping; output schemas are types only
-  (``publish_compact``), and every argument keeps its description.
+  (``publish_compact``), and every argument keeps its description;
+- an output schema's ``$defs`` entry used once is written in place of its ``$ref``, and its objects
+  drop ``additionalProperties: false`` (the MCP Apps card's ``_meta.ui`` and app-only ``decide_card``
+  had to fit the 20 KB ``tools/list`` budget; every field keeps its type).
 
 Types, bounds, patterns, enums, ``required`` and defaults are untouched: a call the SDK accepted
 before is accepted now, and a result that matched its schema still matches.
@@ -87,6 +90,60 @@ def types_only(schema: Any) -> Any:
     }
 
 
+def open_objects(schema: Any) -> Any:
+    """An output schema without ``additionalProperties: false``: every field keeps its type, and a
+    client reading a result needs no promise that the server will never add a field."""
+    if isinstance(schema, list):
+        return [open_objects(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        key: {name: open_objects(sub) for name, sub in value.items()} if key == "properties" else open_objects(value)
+        for key, value in schema.items()
+        if not (key == "additionalProperties" and value is False)
+    }
+
+
+def inline_single_defs(schema: Any) -> Any:
+    """``schema`` with each ``$defs`` entry that is referenced once written in place of its ``$ref``
+    (the same type, without the name and the pointer); entries referenced more than once stay."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("$defs"), dict):
+        return schema
+    defs: dict[str, Any] = schema["$defs"]
+    counts: dict[str, int] = {}
+
+    def count(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                count(item)
+        elif isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                counts[ref[8:]] = counts.get(ref[8:], 0) + 1
+            for key, value in node.items():
+                if key != "$defs":
+                    count(value)
+
+    count(schema)
+    for name in defs:  # a def used only from another def counts too
+        count(defs[name])
+    single = {name for name, used in counts.items() if used == 1 and name in defs}
+
+    def place(node: Any) -> Any:
+        if isinstance(node, list):
+            return [place(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in single and len(node) == 1:
+            return place(defs[ref[8:]])
+        return {key: place(value) for key, value in node.items() if key != "$defs"}
+
+    out = place(schema)
+    kept = {name: place(sub) for name, sub in defs.items() if name not in single}
+    return {"$defs": kept, **out} if kept else out
+
+
 def publish_compact(mcp: MCPServer[Any]) -> None:
     """Compact the description, input and output schema of every tool registered on ``mcp`` so far.
 
@@ -100,7 +157,7 @@ def publish_compact(mcp: MCPServer[Any]) -> None:
         tool.parameters = compact(tool.parameters)
         metadata = tool.fn_metadata
         if metadata.output_schema is not None:
-            metadata.output_schema = types_only(compact(metadata.output_schema))
+            metadata.output_schema = inline_single_defs(open_objects(types_only(compact(metadata.output_schema))))
 
 
-__all__ = ["compact", "publish_compact"]
+__all__ = ["compact", "inline_single_defs", "publish_compact"]

@@ -28,6 +28,7 @@ READ_TOOLS = {
     "get_card",
 }
 CHANGE_TOOLS = {"add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool", "replace_node"}
+APP_TOOLS = {"decide_card"}  # app-only (the MCP Apps card view's; it needs the view's one-time secret)
 
 
 async def tools_of(server: Any, mode: str = "legacy") -> list[dict[str, Any]]:
@@ -58,7 +59,7 @@ async def test_tools_list_matches_the_committed_snapshot(server: Any) -> None:
 @pytest.mark.parametrize("mode", MODES)
 async def test_every_tool_declares_all_four_annotations(server: Any, mode: str) -> None:
     tools = await tools_of(server, mode)
-    assert {t["name"] for t in tools} == READ_TOOLS | CHANGE_TOOLS
+    assert {t["name"] for t in tools} == READ_TOOLS | CHANGE_TOOLS | APP_TOOLS
     for tool in tools:
         hints = tool.get("annotations", {})
         for hint in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"):

@@ -1,0 +1,106 @@
+"""Channel 1: the MCP Apps card (clients that declared the ``io.modelcontextprotocol/ui`` extension).
+
+Every change tool is bound to ``ui://maya-tools/card.html``. To an Apps client a change tool returns
+the pending card without eliciting (its text for the model as always, the whole card in
+``structuredContent`` for the view) and a one-time secret in the result's ``_meta`` only
+(``maya_tools.app_secret``). The view's Approve and Decline call ``decide_card``, an app-only tool
+(``visibility: ["app"]``); visibility is not access control, so the call must carry that secret,
+which is bound to the card and to the caller's principal and spent atomically before
+``lifecycle.decide`` (single use, expiry, stale re-check, idempotent execution, audit as for a form).
+
+The view is one self-contained document: the vendored ext-apps SDK bundle
+(``static/ext-apps/app-with-deps.js``, MIT, refreshed by ``scripts/refresh_ext_apps.sh``) is inlined,
+and nothing is loaded from the network.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from typing import Annotated, Any, Literal
+
+from mcp.server.apps import Apps
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
+
+from confirmation_cards import CardNotFound, CardStatus, lifecycle
+from maya_tools.app_secret import APP_URI, spend_app_secret
+from maya_tools.elicitation import Changed, decide_as
+from maya_tools.runtime import runtime_of
+
+CHANNEL = "MCP Apps card"
+REFUSED = "Refused: only the card's own view can decide it, with its one-time secret; nothing was changed."
+_EXPORT = re.compile(r"export\s*\{([^}]*)\}\s*;?\s*$")
+
+
+class Decided(BaseModel):
+    """What the view's decision did."""
+
+    model_config = ConfigDict(frozen=True)
+    status: CardStatus
+    changed: Changed
+    message: str
+
+
+def _bundle_as_global(bundle: str) -> str:
+    """The ES module bundle with its trailing ``export {a as B, …}`` turned into ``globalThis.McpExtApps``,
+    so it runs inline (an inline module cannot be imported by another)."""
+    found = _EXPORT.search(bundle.rstrip())
+    if found is None:
+        raise ValueError("the vendored ext-apps bundle does not end with an export list")
+    names = []
+    for item in found.group(1).split(","):
+        local, _, exported = item.strip().partition(" as ")
+        names.append(f"{(exported or local).strip()}:{local.strip()}")
+    return bundle.rstrip()[: found.start()] + "globalThis.McpExtApps={" + ",".join(names) + "};"
+
+
+@cache
+def view_html() -> str:
+    """The card view: the template with the ext-apps bundle inlined."""
+    static = resources.files("maya_tools") / "static"
+    template = (static / "card-view.html").read_text(encoding="utf-8")
+    bundle = _bundle_as_global((static / "ext-apps" / "app-with-deps.js").read_text(encoding="utf-8"))
+    if "</script" in bundle.lower():
+        raise ValueError("the vendored ext-apps bundle contains </script and cannot be inlined")
+    return template.replace("/*EXT_APPS_BUNDLE*/", bundle)
+
+
+async def decide_card(
+    card_id: Annotated[str, Field(max_length=128, description="The card's id.")],
+    secret: Annotated[str, Field(min_length=1, max_length=128, description="The view's one-time secret.")],
+    decision: Annotated[Literal["approve", "decline"], Field(description="The person's choice.")],
+    ctx: Context[Any, Any],
+) -> Decided:
+    """Decide a card from its view (app-only; needs the view's one-time secret)."""
+    runtime = runtime_of(ctx)
+    principal = runtime.principal(ctx)
+    try:
+        card = runtime.service.get(card_id, principal=principal)
+    except CardNotFound as exc:
+        raise ToolError(REFUSED) from exc
+    if not spend_app_secret(runtime, card, principal, secret):
+        raise ToolError(REFUSED)
+    chosen: lifecycle.Decision = (
+        lifecycle.Approve() if decision == "approve" else lifecycle.Decline("declined on the app card")
+    )
+    done = await decide_as(runtime, ctx, card, chosen, channel=CHANNEL)
+    return Decided(status=done.status, changed=done.changed, message=done.message)
+
+
+def build_apps() -> Apps:
+    """The Apps extension: the card view and the app-only ``decide_card``."""
+    apps = Apps()
+    apps.add_html_resource(APP_URI, view_html(), name="card view", title="Confirmation card", prefers_border=True)
+    apps.tool(
+        resource_uri=APP_URI,
+        visibility=["app"],
+        name="decide_card",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
+        ),
+    )(decide_card)
+    return apps
