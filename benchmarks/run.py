@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from backend_client.models import PublicNodePoolCreateRequest  # noqa: E402
+from benchmarks.measures import tools_list_texts  # noqa: E402
 from confirmation_cards import SqliteCardStore  # noqa: E402
 from maya_tools.server import build_server  # noqa: E402
 from maya_tools.settings import Settings  # noqa: E402
@@ -161,13 +162,7 @@ async def reads(repeat: int, tmp: Path) -> None:
         row("bare FastAPI serving the same cluster JSON (ms)", served, None, "(anchor)", True, "ms")
 
         listed = await client.list_tools()
-        wire = json.dumps(
-            [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed.tools], separators=(",", ":")
-        )
-        facing = json.dumps(
-            [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in listed.tools],
-            separators=(",", ":"),
-        )
+        wire, facing = tools_list_texts(listed.tools)
         anchor_list = await anchor.list_tools()
         anchor_wire = json.dumps(
             [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in anchor_list.tools]

@@ -107,15 +107,11 @@ async def test_tools_list_fits_issue_10_s_budget_by_the_benchmark_s_measure(serv
     (name, description, input schema) ≤ 2,500 o200k_base tokens. Sizes, not timings."""
     import bpe_openai  # type: ignore[import-not-found]  # a dev dependency; ships its vocabularies
 
+    from benchmarks.measures import tools_list_texts
+
     async with Client(server) as client:
         listed = await client.list_tools()
-    wire = json.dumps(
-        [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed.tools], separators=(",", ":")
-    )
-    facing = json.dumps(
-        [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in listed.tools],
-        separators=(",", ":"),
-    )
+    wire, facing = tools_list_texts(listed.tools)
     assert len(wire) <= WIRE_BUDGET_BYTES, f"tools/list is {len(wire) / 1024:.2f} KB"
     used = len(bpe_openai.get_encoding("o200k_base").encode(facing))
     assert used <= MODEL_FACING_BUDGET_TOKENS, f"the model-facing part of tools/list is {used} tokens"
