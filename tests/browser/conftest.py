@@ -1,0 +1,44 @@
+"""Headless Chromium for the browser tests: Debian's ``chromium`` driven by playwright (no browser download).
+
+`.ci/run` installs ``chromium`` when it is missing; without it these tests fail, they are never skipped.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, async_playwright
+
+ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
+WIDTH = 360
+
+
+def chromium_path() -> str:
+    path = shutil.which("chromium")
+    assert path is not None, (
+        "the browser tests need Debian's `chromium` on PATH; `.ci/run` installs it "
+        "(apt-get install chromium), or install it yourself"
+    )
+    return path
+
+
+@pytest.fixture
+async def chromium() -> AsyncIterator[Browser]:
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=chromium_path(), args=ARGS)
+        try:
+            yield browser
+        finally:
+            await browser.close()
