@@ -103,6 +103,7 @@ class ApprovalService:
         self.settle_window = settle_window
         self.executor = f"{HOST}:{os.getpid()}:{secrets.token_hex(4)}"
         self._executing: set[str] = set()
+        self._sent: set[str] = set()  # executing here, and the Door call may have left
 
     def get(self, card_id: str, *, principal: str | None = None) -> Card:
         """The card as it stands now: a pending card past its expiry is expired first (property 4).
@@ -150,6 +151,7 @@ class ApprovalService:
             raise
         finally:
             self._executing.discard(card.id)
+            self._sent.discard(card.id)
         assert done is not None
         return done
 
@@ -291,6 +293,7 @@ class ApprovalService:
         known = await self._operation_ids(card, door)
         if not self._store.mark_sending(card.id, self.executor):
             return self.get(card.id)  # no longer ours (taken over as orphaned): send nothing
+        self._sent.add(card.id)
         try:
             await self._call(card, door)
         except DoorError as error:
@@ -416,9 +419,7 @@ class ApprovalService:
         return card
 
     def _interrupted(self, card: Card, error: BaseException) -> None:
-        current = self._store.leases()
-        sending = next((lease.sending for lease in current if lease.card_id == card.id), False)
-        if not sending:
+        if card.id not in self._sent:
             result = CardResult(
                 message=f"The approval was interrupted ({type(error).__name__}) before the request was sent to "
                 "Door; nothing was changed. Plan it again if it is still wanted."

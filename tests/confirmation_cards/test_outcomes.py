@@ -296,3 +296,45 @@ async def test_another_principal_can_neither_approve_nor_decline_nor_read_a_card
 
     assert settling.get(card.id, principal=ADMIN).status is CardStatus.PENDING
     assert await pool_updates(admin) == 0
+
+
+@pytest.mark.parametrize("where", ["before sending", "after sending"])
+async def test_an_approval_cancelled_midway_never_says_nothing_changed_once_sent(
+    admin: DoorClient, store: SqliteCardStore, clock: ManualClock, where: str
+) -> None:
+    """A cancellation (client gone, server stopping) inside the approval: before the call left the card is
+    failed with nothing sent; after, it is outcome_unknown, never "nothing was changed"."""
+    service = ApprovalService(store, clock=clock.now)
+    card = await scale_card(admin, store, clock)
+    entered = anyio.Event()
+
+    class Held:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(admin, name)
+
+        async def get_cluster(self, *args: Any) -> Any:
+            if where == "before sending":
+                entered.set()
+                await anyio.sleep_forever()
+            return await admin.get_cluster(*args)
+
+        async def update_node_pool(self, *args: Any, **kwargs: Any) -> Any:
+            entered.set()
+            await anyio.sleep_forever()
+
+    async with anyio.create_task_group() as group:
+
+        async def approve() -> None:
+            await service.approve(card.id, approver="ada", door=Held(), principal=ADMIN)  # type: ignore[arg-type]
+
+        group.start_soon(approve)
+        await entered.wait()
+        group.cancel_scope.cancel()
+
+    done = store.get(card.id)
+    assert done is not None and done.result is not None
+    if where == "before sending":
+        assert done.status is CardStatus.FAILED and "nothing was changed" in done.result.message
+    else:
+        assert done.status is CardStatus.OUTCOME_UNKNOWN and "nothing was changed" not in done.result.message
+    assert await pool_updates(admin) == 0
