@@ -307,11 +307,11 @@ async def planning(tmp: Path, cards: int) -> None:
             assert not first.is_error, first
             card_id = (first.structured_content or {})["card"]["id"]
             store = SqliteCardStore(str(path))
-            model = store.get(card_id)
+            model = await store.get(card_id)
             assert model is not None
             for i in range(filled - 1):
-                store.create(model.model_copy(update={"id": f"card_fill{i}", "body_digest": f"fill{i}"}))
-            store.close()
+                await store.create(model.model_copy(update={"id": f"card_fill{i}", "body_digest": f"fill{i}"}))
+            await store.close()
             samples = []
             for count in range(4, 24):
                 seq = backend.last_request_seq

@@ -105,15 +105,15 @@ class ApprovalService:
         self._executing: set[str] = set()
         self._sent: set[str] = set()  # executing here, and the Door call may have left
 
-    def get(self, card_id: str, *, principal: str | None = None) -> Card:
+    async def get(self, card_id: str, *, principal: str | None = None) -> Card:
         """The card as it stands now: a pending card past its expiry is expired first (property 4).
 
         With ``principal``, a card planned by another principal is not found (property 12): the
         answer is the same as for an id that never existed.
         """
-        card = self._require(card_id, principal)
+        card = await self._require(card_id, principal)
         if card.status is CardStatus.PENDING and self._clock() >= card.expires_at:
-            return self._expire(card)
+            return await self._expire(card)
         return card
 
     async def approve(self, card_id: str, *, approver: str, door: DoorApi, principal: str | None = None) -> Card:
@@ -122,9 +122,9 @@ class ApprovalService:
         A card that is not pending comes back unchanged, so a replay executes nothing. Raises
         ``CardNotFound`` for an unknown id or another principal's card; never raises for what Door answers.
         """
-        self._require(card_id, principal)
+        await self._require(card_id, principal)
         now = self._clock()
-        claimed = self._store.claim(
+        claimed = await self._store.claim(
             card_id,
             executor=self.executor,
             until=now + LEASE,
@@ -134,7 +134,7 @@ class ApprovalService:
         )
         if claimed is None:
             # Someone else consumed it, it was decided already, or it expired: never execute.
-            return self.get(card_id)
+            return await self.get(card_id)
         card = claimed
         self._executing.add(card.id)
         done: Card | None = None
@@ -147,7 +147,8 @@ class ApprovalService:
                     group.cancel_scope.cancel()
         except BaseException as error:
             # A bug or a cancellation after the claim: never leave the card executing, never guess.
-            self._interrupted(card, error)
+            with anyio.CancelScope(shield=True):  # record the outcome even while being cancelled
+                await self._interrupted(card, error)
             raise
         finally:
             self._executing.discard(card.id)
@@ -160,9 +161,9 @@ class ApprovalService:
 
         A cancel is a decline with ``reason="cancelled"``.
         """
-        card = self._require(card_id, principal)
+        card = await self._require(card_id, principal)
         now = self._clock()
-        moved = self._store.transition(
+        moved = await self._store.transition(
             card_id,
             expected=CardStatus.PENDING,
             to=CardStatus.DECLINED,
@@ -170,28 +171,28 @@ class ApprovalService:
             update={"declined_by": by, "decided_at": now, "result": CardResult(message=f"Declined by {by}: {reason}.")},
             live_at=now,
         )
-        return moved if moved is not None else self.get(card.id)
+        return moved if moved is not None else await self.get(card.id)
 
-    def expire_due(self) -> list[Card]:
+    async def expire_due(self) -> list[Card]:
         """Mark every pending card past its expiry as expired; returns those it marked."""
         now = self._clock()
         expired: list[Card] = []
-        for card_id in self._store.due(now):
-            card = self._store.get(card_id)
+        for card_id in await self._store.due(now):
+            card = await self._store.get(card_id)
             if card is not None and card.status is CardStatus.PENDING:
-                moved = self._expire(card)
+                moved = await self._expire(card)
                 if moved.status is CardStatus.EXPIRED:
                     expired.append(moved)
         return expired
 
     # --- cards whose executor is gone ------------------------------------------------------------
 
-    def orphans(self) -> list[Lease]:
+    async def orphans(self) -> list[Lease]:
         """Executing cards whose executor is gone: never one this service or a live process on this host runs."""
         now = self._clock()
         return [
             lease
-            for lease in self._store.leases()
+            for lease in await self._store.leases()
             if lease.card_id not in self._executing and not self._alive(lease, now)
         ]
 
@@ -203,14 +204,14 @@ class ApprovalService:
         Nothing is re-sent without a person.
         """
         settled: list[Card] = []
-        for lease in self.orphans():
+        for lease in await self.orphans():
             now = self._clock()
             entry = AuditEntry("recovered", now, by=self.executor, detail=f"its executor {lease.executor} is gone")
-            if not self._store.take_over(
+            if not await self._store.take_over(
                 lease.card_id, old=lease.executor, new=self.executor, until=now + LEASE, entry=entry
             ):
                 continue  # another server took it first
-            card = self._store.get(lease.card_id)
+            card = await self._store.get(lease.card_id)
             if card is None:
                 continue
             self._executing.add(card.id)
@@ -222,7 +223,7 @@ class ApprovalService:
 
     async def _settle_orphan(self, card: Card, lease: Lease, door: DoorApi | None) -> Card:
         if not lease.sending:
-            return self._finish(
+            return await self._finish(
                 card,
                 CardStatus.FAILED,
                 CardResult(
@@ -231,7 +232,7 @@ class ApprovalService:
                 ),
             )
         if door is None:
-            return self._finish(
+            return await self._finish(
                 card, CardStatus.OUTCOME_UNKNOWN, self._unknown(card, "the server approving it stopped")
             )
         return await self._settle(
@@ -259,7 +260,7 @@ class ApprovalService:
     async def _keep_lease(self, card_id: str) -> None:
         while True:
             await anyio.sleep(RENEW_EVERY)
-            self._store.renew(card_id, self.executor, self._clock() + LEASE)
+            await self._store.renew(card_id, self.executor, self._clock() + LEASE)
 
     # --- execution -----------------------------------------------------------------------------
 
@@ -268,7 +269,7 @@ class ApprovalService:
         # from the card's cluster and target must be the one its digest covers.
         sent = request_line(card.action, card.cluster_id, card.target)
         if request_digest(card.method, card.path, card.body) != card.body_digest or sent != (card.method, card.path):
-            return self._finish(
+            return await self._finish(
                 card,
                 CardStatus.FAILED,
                 CardResult(message="The card's request does not match its digest; nothing was sent. Plan it again."),
@@ -278,11 +279,11 @@ class ApprovalService:
                 door, card.action, card.cluster_id, card.target, planned=card.target_snapshot
             )
         except DoorError as error:
-            return self._finish(card, CardStatus.FAILED, _explain(error, before=True))
+            return await self._finish(card, CardStatus.FAILED, _explain(error, before=True))
         if fingerprint(now_snapshot) != card.target_fingerprint:
             changes = describe_changes(card.target_snapshot, now_snapshot, target=card.target)
             said = "; ".join(changes) if changes else "its state differs from when the card was made"
-            return self._finish(
+            return await self._finish(
                 card,
                 CardStatus.STALE,
                 CardResult(
@@ -291,18 +292,18 @@ class ApprovalService:
                 ),
             )
         known = await self._operation_ids(card, door)
-        if not self._store.mark_sending(card.id, self.executor):
-            return self.get(card.id)  # no longer ours (taken over as orphaned): send nothing
+        if not await self._store.mark_sending(card.id, self.executor):
+            return await self.get(card.id)  # no longer ours (taken over as orphaned): send nothing
         self._sent.add(card.id)
         try:
             await self._call(card, door)
         except DoorError as error:
             if _proves_nothing_changed(error):
                 self._learn_role(card, error)
-                return self._finish(card, CardStatus.FAILED, _explain(error, before=False))
+                return await self._finish(card, CardStatus.FAILED, _explain(error, before=False))
             return await self._settle(card, door, f"Door's answer was unclear ({error})", known)
         operation_id = await self._operation_id(card, door, known)
-        return self._finish(
+        return await self._finish(
             card,
             CardStatus.EXECUTED,
             CardResult(
@@ -327,7 +328,7 @@ class ApprovalService:
                 applied = False
             if applied:
                 operation_id = await self._operation_id(card, door, known)
-                return self._finish(
+                return await self._finish(
                     card,
                     CardStatus.EXECUTED,
                     CardResult(
@@ -337,7 +338,7 @@ class ApprovalService:
                     ),
                 )
             if waited >= window:
-                return self._finish(card, CardStatus.OUTCOME_UNKNOWN, self._unknown(card, why))
+                return await self._finish(card, CardStatus.OUTCOME_UNKNOWN, self._unknown(card, why))
             delay = min(SETTLE_POLL, window - waited)
             await self._sleep(delay)
             waited += delay
@@ -412,29 +413,29 @@ class ApprovalService:
 
     # --- state changes ---------------------------------------------------------------------------
 
-    def _require(self, card_id: str, principal: str | None = None) -> Card:
-        card = self._store.get(card_id)
+    async def _require(self, card_id: str, principal: str | None = None) -> Card:
+        card = await self._store.get(card_id)
         if card is None or (principal is not None and card.principal is not None and card.principal != principal):
             raise CardNotFound(card_id)
         return card
 
-    def _interrupted(self, card: Card, error: BaseException) -> None:
+    async def _interrupted(self, card: Card, error: BaseException) -> None:
         if card.id not in self._sent:
             result = CardResult(
                 message=f"The approval was interrupted ({type(error).__name__}) before the request was sent to "
                 "Door; nothing was changed. Plan it again if it is still wanted."
             )
-            self._finish(card, CardStatus.FAILED, result)
+            await self._finish(card, CardStatus.FAILED, result)
             return
-        self._finish(
+        await self._finish(
             card,
             CardStatus.OUTCOME_UNKNOWN,
             self._unknown(card, f"the approval was interrupted ({type(error).__name__}) after the request was sent"),
         )
 
-    def _expire(self, card: Card) -> Card:
+    async def _expire(self, card: Card) -> Card:
         now = self._clock()
-        moved = self._store.transition(
+        moved = await self._store.transition(
             card.id,
             expected=CardStatus.PENDING,
             to=CardStatus.EXPIRED,
@@ -444,9 +445,9 @@ class ApprovalService:
                 "result": CardResult(message="This card expired before anyone approved it; nothing was changed."),
             },
         )
-        return moved if moved is not None else self._require(card.id)
+        return moved if moved is not None else await self._require(card.id)
 
-    def _finish(self, card: Card, status: CardStatus, result: CardResult) -> Card:
+    async def _finish(self, card: Card, status: CardStatus, result: CardResult) -> Card:
         """Leave ``executing`` for a final state; the audit event is named after it."""
         events: dict[CardStatus, AuditKind] = {
             CardStatus.EXECUTED: "executed",
@@ -462,14 +463,14 @@ class ApprovalService:
             rule=result.rule,
             detail=result.message,
         )
-        moved = self._store.transition(
+        moved = await self._store.transition(
             card.id,
             expected=CardStatus.EXECUTING,
             to=status,
             entry=entry,
             update={"result": result, "decided_at": self._clock()},
         )
-        return moved if moved is not None else self._require(card.id)
+        return moved if moved is not None else await self._require(card.id)
 
 
 def _explain(error: DoorError, *, before: bool) -> CardResult:

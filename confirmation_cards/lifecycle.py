@@ -46,19 +46,21 @@ class AlreadyDecided:
 Decision = Approve | Decline | NoChannel | AlreadyDecided
 
 
-def keep_or_store(store: CardStore, planned: Card, now: datetime) -> Card:
+async def keep_or_store(store: CardStore, planned: Card, now: datetime) -> Card:
     """The live pending card for this exact request, target state and principal, stored once.
 
     Calls racing on one request share one card (and one question); an expired card, one planned
     against another state of the target, or another principal's card is never reused.
     """
-    found = store.find_live(planned.principal, planned.action, planned.body_digest, planned.target_fingerprint, now)
+    found = await store.find_live(
+        planned.principal, planned.action, planned.body_digest, planned.target_fingerprint, now
+    )
     if found is not None:
         return found
-    return store.create(planned)
+    return await store.create(planned)
 
 
-def asked_card(
+async def asked_card(
     store: CardStore, principal: str | None, action: Action, cluster_id: str, target: str, body: dict[str, Any]
 ) -> Card | None:
     """On a later round of a question: this principal's card for this exact request, pending first.
@@ -68,7 +70,7 @@ def asked_card(
     changed (properties 4 and 5 then say so).
     """
     method, path = request_line(action, cluster_id, target)
-    return store.find_asked(principal, action, request_digest(method, path, body))
+    return await store.find_asked(principal, action, request_digest(method, path, body))
 
 
 async def decide(
@@ -83,4 +85,4 @@ async def decide(
         return await service.approve(card.id, approver=by, door=door, principal=principal)
     if isinstance(decision, Decline):
         return await service.decline(card.id, by=by, reason=decision.reason, principal=principal)
-    return service.get(card.id, principal=principal)
+    return await service.get(card.id, principal=principal)

@@ -112,17 +112,17 @@ class AuditEntry:
 class CardStore(Protocol):
     """What the approval service needs from a store of cards."""
 
-    def create(self, card: Card) -> Card:
+    async def create(self, card: Card) -> Card:
         """Save a new pending card and audit ``created``; a card id can be saved once."""
         ...
 
-    def get(self, card_id: str) -> Card | None: ...
+    async def get(self, card_id: str) -> Card | None: ...
 
-    def list(self, status: CardStatus | None = None) -> list[Card]: ...
+    async def list(self, status: CardStatus | None = None) -> list[Card]: ...
 
-    def audit(self, card_id: str) -> builtins.list[AuditEvent]: ...
+    async def audit(self, card_id: str) -> builtins.list[AuditEvent]: ...
 
-    def transition(
+    async def transition(
         self,
         card_id: str,
         *,
@@ -139,21 +139,21 @@ class CardStore(Protocol):
         """
         ...
 
-    def due(self, now: datetime) -> builtins.list[str]:
+    async def due(self, now: datetime) -> builtins.list[str]:
         """Ids of pending cards whose expiry has passed at ``now``."""
         ...
 
-    def find_live(
+    async def find_live(
         self, principal: str | None, action: str, digest: str, fingerprint: str, now: datetime
     ) -> Card | None:
         """The newest pending, unexpired card of this principal for this exact request and target state."""
         ...
 
-    def find_asked(self, principal: str | None, action: str, digest: str) -> Card | None:
+    async def find_asked(self, principal: str | None, action: str, digest: str) -> Card | None:
         """This principal's card for this exact request: the newest pending one, else the newest."""
         ...
 
-    def claim(
+    async def claim(
         self,
         card_id: str,
         *,
@@ -166,33 +166,39 @@ class CardStore(Protocol):
         """``pending → executing`` owned by ``executor`` with a lease until ``until``; None when it did not move."""
         ...
 
-    def mark_sending(self, card_id: str, executor: str) -> bool:
+    async def mark_sending(self, card_id: str, executor: str) -> bool:
         """Record that the Door call of an executing card owned by ``executor`` is about to leave."""
         ...
 
-    def renew(self, card_id: str, executor: str, until: datetime) -> bool:
+    async def renew(self, card_id: str, executor: str, until: datetime) -> bool:
         """Extend the lease of an executing card ``executor`` still owns."""
         ...
 
-    def leases(self) -> builtins.list[Lease]:
+    async def leases(self) -> builtins.list[Lease]:
         """The executing cards and their leases."""
         ...
 
-    def take_over(self, card_id: str, *, old: str | None, new: str, until: datetime, entry: AuditEntry) -> bool:
+    async def take_over(self, card_id: str, *, old: str | None, new: str, until: datetime, entry: AuditEntry) -> bool:
         """Become the executor of an executing card whose executor is still ``old`` (a dead one)."""
         ...
 
-    def set_link(self, card_id: str, link_hash: str) -> bool:
+    async def set_link(self, card_id: str, link_hash: str) -> bool:
         """Bind a pending card's approval-page link (by its secret's hash), replacing any earlier link."""
         ...
 
-    def has_link(self, card_id: str, link_hash: str) -> bool:
+    async def has_link(self, card_id: str, link_hash: str) -> bool:
         """Whether ``link_hash`` is the pending card's current, unused link."""
         ...
 
-    def use_link(self, card_id: str, link_hash: str) -> bool:
+    async def use_link(self, card_id: str, link_hash: str) -> bool:
         """Spend the pending card's link, atomically: true for exactly one caller."""
         ...
+
+    async def ping(self) -> None:
+        """Raise when the store cannot be read (the server's ``/healthz``)."""
+        ...
+
+    async def close(self) -> None: ...
 
 
 def _ts(when: datetime) -> float:
@@ -203,7 +209,9 @@ class SqliteCardStore:
     """Cards and audit in one SQLite file (or ``":memory:"``), safe to share between threads and tasks.
 
     One connection behind a lock serialises this process; ``BEGIN IMMEDIATE`` and the status guard
-    in every UPDATE keep two processes sharing the file from both consuming one card.
+    in every UPDATE keep two processes sharing the file from both consuming one card. The methods
+    are coroutines to match ``CardStore`` (the PostgreSQL store awaits its network); each runs its
+    statements inline, a local file's microseconds, never across an ``await``.
     """
 
     def __init__(self, path: str | Path = ":memory:") -> None:
@@ -229,11 +237,15 @@ class SqliteCardStore:
                 raise
             self._db.execute("COMMIT")
 
-    def close(self) -> None:
+    async def close(self) -> None:
         with self._lock:
             self._db.close()
 
-    def create(self, card: Card) -> Card:
+    async def ping(self) -> None:
+        with self._lock:
+            self._db.execute("SELECT count(*) FROM cards WHERE status = ?", (CardStatus.EXECUTING.value,)).fetchone()
+
+    async def create(self, card: Card) -> Card:
         if card.status is not CardStatus.PENDING:
             raise ValueError(f"a new card must be pending, not {card.status}")
         with self._lock:
@@ -268,12 +280,12 @@ class SqliteCardStore:
             self._db.execute("COMMIT")
         return card
 
-    def get(self, card_id: str) -> Card | None:
+    async def get(self, card_id: str) -> Card | None:
         with self._lock:
             row = self._db.execute("SELECT data FROM cards WHERE id = ?", (card_id,)).fetchone()
         return None if row is None else Card.model_validate_json(row[0])
 
-    def list(self, status: CardStatus | None = None) -> list[Card]:
+    async def list(self, status: CardStatus | None = None) -> list[Card]:
         with self._lock:
             if status is None:
                 rows = self._db.execute("SELECT data FROM cards ORDER BY created_at, id").fetchall()
@@ -283,7 +295,7 @@ class SqliteCardStore:
                 ).fetchall()
         return [Card.model_validate_json(row[0]) for row in rows]
 
-    def audit(self, card_id: str) -> builtins.list[AuditEvent]:
+    async def audit(self, card_id: str) -> builtins.list[AuditEvent]:
         with self._lock:
             rows = self._db.execute(
                 "SELECT seq, card_id, at, event, by, status_code, operation_id, rule, detail "
@@ -293,7 +305,7 @@ class SqliteCardStore:
         names = ("seq", "card_id", "at", "event", "by", "status_code", "operation_id", "rule", "detail")
         return [AuditEvent.model_validate(dict(zip(names, row, strict=True))) for row in rows]
 
-    def transition(
+    async def transition(
         self,
         card_id: str,
         *,
@@ -313,12 +325,12 @@ class SqliteCardStore:
             self._db.execute("COMMIT" if moved is not None else "ROLLBACK")
         return moved
 
-    def find_live(
+    async def find_live(
         self, principal: str | None, action: str, digest: str, fingerprint: str, now: datetime
     ) -> Card | None:
         return self._one(FIND_LIVE, (digest, action, principal, CardStatus.PENDING.value, fingerprint, _ts(now)))
 
-    def find_asked(self, principal: str | None, action: str, digest: str) -> Card | None:
+    async def find_asked(self, principal: str | None, action: str, digest: str) -> Card | None:
         return self._one(FIND_ASKED, (digest, action, principal, CardStatus.PENDING.value))
 
     def _one(self, sql: str, params: tuple[Any, ...]) -> Card | None:
@@ -326,7 +338,7 @@ class SqliteCardStore:
             row = self._db.execute(sql, params).fetchone()
         return None if row is None else Card.model_validate_json(row[0])
 
-    def claim(
+    async def claim(
         self,
         card_id: str,
         *,
@@ -351,7 +363,7 @@ class SqliteCardStore:
             self._db.execute("COMMIT" if moved is not None else "ROLLBACK")
         return moved
 
-    def mark_sending(self, card_id: str, executor: str) -> bool:
+    async def mark_sending(self, card_id: str, executor: str) -> bool:
         return self._guarded(
             "UPDATE cards SET sending = 1 WHERE id = ? AND status = ? AND executor = ?",
             (card_id, CardStatus.EXECUTING.value, executor),
@@ -359,7 +371,7 @@ class SqliteCardStore:
             None,
         )
 
-    def renew(self, card_id: str, executor: str, until: datetime) -> bool:
+    async def renew(self, card_id: str, executor: str, until: datetime) -> bool:
         return self._guarded(
             "UPDATE cards SET lease_until = ? WHERE id = ? AND status = ? AND executor = ?",
             (_ts(until), card_id, CardStatus.EXECUTING.value, executor),
@@ -367,7 +379,7 @@ class SqliteCardStore:
             None,
         )
 
-    def leases(self) -> builtins.list[Lease]:
+    async def leases(self) -> builtins.list[Lease]:
         with self._lock:
             rows = self._db.execute(
                 "SELECT id, executor, lease_until, sending FROM cards WHERE status = ? ORDER BY created_at, id",
@@ -378,7 +390,7 @@ class SqliteCardStore:
             for row in rows
         ]
 
-    def take_over(self, card_id: str, *, old: str | None, new: str, until: datetime, entry: AuditEntry) -> bool:
+    async def take_over(self, card_id: str, *, old: str | None, new: str, until: datetime, entry: AuditEntry) -> bool:
         return self._guarded(
             "UPDATE cards SET executor = ?, lease_until = ? WHERE id = ? AND status = ? AND executor IS ?",
             (new, _ts(until), card_id, CardStatus.EXECUTING.value, old),
@@ -386,7 +398,7 @@ class SqliteCardStore:
             entry,
         )
 
-    def set_link(self, card_id: str, link_hash: str) -> bool:
+    async def set_link(self, card_id: str, link_hash: str) -> bool:
         return self._guarded(
             "UPDATE cards SET link_hash = ? WHERE id = ? AND status = ?",
             (link_hash, card_id, CardStatus.PENDING.value),
@@ -394,7 +406,7 @@ class SqliteCardStore:
             None,
         )
 
-    def has_link(self, card_id: str, link_hash: str) -> bool:
+    async def has_link(self, card_id: str, link_hash: str) -> bool:
         with self._lock:
             row = self._db.execute(
                 "SELECT 1 FROM cards WHERE id = ? AND status = ? AND link_hash = ?",
@@ -402,7 +414,7 @@ class SqliteCardStore:
             ).fetchone()
         return row is not None
 
-    def use_link(self, card_id: str, link_hash: str) -> bool:
+    async def use_link(self, card_id: str, link_hash: str) -> bool:
         return self._guarded(
             "UPDATE cards SET link_hash = NULL WHERE id = ? AND status = ? AND link_hash = ?",
             (card_id, CardStatus.PENDING.value, link_hash),
@@ -424,7 +436,7 @@ class SqliteCardStore:
             self._db.execute("COMMIT" if hit else "ROLLBACK")
         return hit
 
-    def due(self, now: datetime) -> builtins.list[str]:
+    async def due(self, now: datetime) -> builtins.list[str]:
         with self._lock:
             rows = self._db.execute(
                 "SELECT id FROM cards WHERE status = ? AND expires_at <= ? ORDER BY expires_at",
@@ -477,3 +489,4 @@ class SqliteCardStore:
                 entry.detail,
             ),
         )
+

@@ -79,10 +79,10 @@ async def decide_card(
     runtime = runtime_of(ctx)
     principal = runtime.principal(ctx)
     try:
-        card = runtime.service.get(card_id, principal=principal)
+        card = await runtime.service.get(card_id, principal=principal)
     except CardNotFound as exc:
         raise ToolError(REFUSED) from exc
-    if not spend_app_secret(runtime, card, principal, secret):
+    if not await spend_app_secret(runtime, card, principal, secret):
         raise ToolError(REFUSED)
     chosen: lifecycle.Decision = (
         lifecycle.Approve() if decision == "approve" else lifecycle.Decline("declined on the app card")

@@ -29,16 +29,16 @@ def app_hash(card_id: str, principal: str, secret: str) -> str:
     return hashlib.sha256(f"mcp-apps card\n{card_id}\n{principal}\n{secret}".encode()).hexdigest()
 
 
-def mint_app_secret(runtime: Runtime, card: Card) -> str | None:
+async def mint_app_secret(runtime: Runtime, card: Card) -> str | None:
     """A new one-time secret for ``card``, or None when the card is no longer pending."""
     secret = secrets.token_urlsafe(SECRET_BYTES)
-    if not runtime.store.set_link(card.id, app_hash(card.id, card.principal or "", secret)):
+    if not await runtime.store.set_link(card.id, app_hash(card.id, card.principal or "", secret)):
         return None
     return secret
 
 
-def spend_app_secret(runtime: Runtime, card: Card, principal: str, secret: str) -> bool:
+async def spend_app_secret(runtime: Runtime, card: Card, principal: str, secret: str) -> bool:
     """Spend the secret, atomically: true once, for the caller that planned the card, while it is pending."""
     if card.principal is not None and card.principal != principal:
         return False
-    return runtime.store.use_link(card.id, app_hash(card.id, principal, secret))
+    return await runtime.store.use_link(card.id, app_hash(card.id, principal, secret))

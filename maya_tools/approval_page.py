@@ -12,7 +12,9 @@ HTML form POST, no JavaScript. What keeps the page safe:
   as "approval page" with the principal's token fingerprint.
 - Door is called with the token of the principal that planned the card. It is kept in this
   process's memory from the question to the decision (never stored, logged or shown), so the link
-  is decided by the server process that sent it.
+  is decided by the server process that sent it: behind a load balancer a replica named by
+  ``MAYA_REPLICA`` adds ``?via=<name>`` and the balancer routes it home (docs/deploy.md); any other
+  replica answers that the link belongs elsewhere and leaves it usable.
 - A POST must carry the link's form token and, when the browser sends them, an ``Origin`` equal
   to the page's own and a ``Sec-Fetch-Site`` of same-origin; the ``Host`` must be the one the link
   names. Anything else changes nothing and leaves the link usable.
@@ -34,7 +36,7 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import anyio
 import anyio.abc
@@ -92,9 +94,11 @@ class _QuietServer(uvicorn.Server):
 class ApprovalPages:
     """The page's routes and, off streamable HTTP, its own loopback server started on first use."""
 
-    def __init__(self, base_url: str | None = None) -> None:
+    def __init__(self, base_url: str | None = None, *, via: str | None = None) -> None:
         self.base_url = base_url
         """Fixed over streamable HTTP (the server's own URL); else set when the page server starts."""
+        self.via = via
+        """This replica's name (``MAYA_REPLICA``): links carry ``?via=`` so a load balancer sends them here."""
         self.runtime: Runtime | None = None
         self.app = Starlette(routes=[Route(PATH + "/{card_id}/{secret}", self.page, methods=["GET", "POST"])])
         self._asked: dict[str, _Asked] = {}
@@ -107,11 +111,12 @@ class ApprovalPages:
     async def link_for(self, runtime: Runtime, card: Card, *, token: str, approver: str) -> str | None:
         """A new one-time link to ``card``'s page, or None when the card is no longer pending."""
         secret = secrets.token_urlsafe(SECRET_BYTES)
-        if not runtime.store.set_link(card.id, link_hash(card, secret)):
+        if not await runtime.store.set_link(card.id, link_hash(card, secret)):
             return None
         self._asked[card.id] = _Asked(token, approver)
         base = await self._base(runtime)
-        return f"{base}{PATH}/{card.id}/{secret}"
+        via = "" if self.via is None else "?" + urlencode({"via": self.via})
+        return f"{base}{PATH}/{card.id}/{secret}{via}"
 
     async def _base(self, runtime: Runtime) -> str:
         if self.base_url is not None:
@@ -153,11 +158,11 @@ class ApprovalPages:
         if runtime is None or not self._own_host(request):
             return _answer(None, "gone", status_code=404)
         try:
-            card = runtime.service.get(card_id)
+            card = await runtime.service.get(card_id)
         except CardNotFound:
             return _answer(None, "gone", status_code=404)
         digest = link_hash(card, secret)
-        if not runtime.store.has_link(card.id, digest):
+        if not await runtime.store.has_link(card.id, digest):
             return _answer(None, "gone", status_code=404)
         if request.method == "GET":
             return _answer(card, "ask", form=form_token(secret))
@@ -170,7 +175,7 @@ class ApprovalPages:
         asked = self._asked.get(card.id)
         if asked is None or token_fingerprint(asked.token) != card.principal:
             return _answer(None, "elsewhere", status_code=409)
-        if not runtime.store.use_link(card.id, digest):
+        if not await runtime.store.use_link(card.id, digest):
             return _answer(None, "gone", status_code=404)  # another POST spent it first
         self._asked.pop(card.id, None)
         decision: lifecycle.Decision = (

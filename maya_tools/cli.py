@@ -10,6 +10,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from confirmation_cards.stores import is_postgres
+
 USAGE = """usage: maya-tools COMMAND [options]
 
 commands:
@@ -41,29 +43,36 @@ def _serve(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 
+    from maya_tools.request_state import ConfigError
     from maya_tools.server import build_server
     from maya_tools.settings import Settings
 
     settings = Settings.from_env(read_only=args.read_only or None, card_store=args.card_store)
-    if settings.card_store != ":memory:":
+    if settings.card_store != ":memory:" and not is_postgres(settings.card_store):
         from pathlib import Path
 
         Path(settings.card_store).parent.mkdir(parents=True, exist_ok=True)
-    if args.transport == "stdio":
-        import anyio
+    try:
+        if args.transport == "stdio":
+            import anyio
 
-        server = build_server(settings, transport="stdio")
-        anyio.run(server.run_stdio_async)
-        return 0
+            server = build_server(settings, transport="stdio")
+            anyio.run(server.run_stdio_async)
+            return 0
+        page_url = settings.public_url or f"http://{args.host}:{args.port}"
+        server = build_server(settings, transport="streamable-http", page_url=page_url)
+    except ConfigError as error:
+        print(f"maya-tools serve: {error}", file=sys.stderr)
+        return 2
 
     import uvicorn
 
     from maya_tools.approval_page import PATH
-    from maya_tools.http import BindSessions, PagesFirst, RequireBearer
+    from maya_tools.http import BindSessions, PagesFirst, RequireBearer, health_app
 
-    server = build_server(settings, transport="streamable-http", page_url=f"http://{args.host}:{args.port}")
     mcp_app = RequireBearer(BindSessions(server.streamable_http_app(host=args.host)))
-    app = PagesFirst(server.pages.app, mcp_app, prefix=PATH)
+    health = health_app(lambda: server.pages.runtime)
+    app = PagesFirst(server.pages.app, mcp_app, prefix=PATH, health=health)
     logging.getLogger("maya_tools").info("MCP over streamable HTTP at http://%s:%d/mcp", args.host, args.port)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
     return 0

@@ -137,12 +137,12 @@ async def card_for(
     if ctx.request_state is not None:
         with door_errors():
             found = await door.resolve_cluster(cluster)
-        asked = lifecycle.asked_card(runtime.store, principal, action, found.id, target, body)
+        asked = await lifecycle.asked_card(runtime.store, principal, action, found.id, target, body)
         if asked is not None:
             return asked
     with door_errors():
         planned = await plan(runtime.planner(door, principal))
-    return lifecycle.keep_or_store(runtime.store, planned, runtime.now())
+    return await lifecycle.keep_or_store(runtime.store, planned, runtime.now())
 
 
 QUESTION_MAX_BYTES = 8_000
@@ -177,7 +177,7 @@ async def ask(
         return AlreadyDecided(status=card.status)
     if client_supports_apps(ctx):
         # Channel 1, and no elicitation even if the client also declares it (DESIGN.md conventions).
-        return show_app_card(card, ctx, asked)
+        return await show_app_card(card, ctx, asked)
     capabilities = ctx.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
     if elicitation is None:
@@ -188,13 +188,13 @@ async def ask(
     return Elicit(question(card), Confirm)
 
 
-def show_app_card(card: Card, ctx: Context[Any, Any], asked: dict[str, str] | None) -> AppCard | AlreadyDecided:
+async def show_app_card(card: Card, ctx: Context[Any, Any], asked: dict[str, str] | None) -> AppCard | AlreadyDecided:
     """Channel 1: mint the card's one-time app secret; ``MayaServer.call_tool`` puts it in the result's
     ``_meta`` only (never in ``content`` or ``structuredContent``, which the model reads)."""
     runtime = runtime_of(ctx)
-    secret = mint_app_secret(runtime, card)
+    secret = await mint_app_secret(runtime, card)
     if secret is None:
-        return AlreadyDecided(status=runtime.service.get(card.id).status)
+        return AlreadyDecided(status=(await runtime.service.get(card.id)).status)
     if asked is not None:
         asked["app_secret"] = secret
     return AppCard(reason=APP_WAITING.format(card=card.id, expires=when(card.expires_at)))
@@ -217,7 +217,7 @@ async def ask_by_link(card: Card, ctx: Context[Any, Any]) -> NoApprovalChannel |
         approver = f"{approver}, principal {principal}"
     link = await runtime.pages.link_for(runtime, card, token=runtime.token_for(ctx), approver=approver)
     if link is None:
-        return AlreadyDecided(status=runtime.service.get(card.id).status)
+        return AlreadyDecided(status=(await runtime.service.get(card.id)).status)
     message = LINK_QUESTION.format(
         title=ACTIONS[card.action].title,
         target=quoted(clean_text(card.target)),
@@ -287,7 +287,7 @@ async def page_outcome(runtime: Runtime, ctx: Context[Any, Any], card: Card, ans
             runtime, ctx, card, lifecycle.Decline("cancelled" if answer.action == "cancel" else "declined")
         )
     with card_errors():
-        now = runtime.service.get(card.id, principal=runtime.principal(ctx))
+        now = await runtime.service.get(card.id, principal=runtime.principal(ctx))
     if now.status is CardStatus.PENDING:
         return ChangeResult(
             status=now.status, changed=False, message=WAITING.format(expires=when(now.expires_at)), card=now
@@ -298,7 +298,7 @@ async def page_outcome(runtime: Runtime, ctx: Context[Any, Any], card: Card, ans
 async def decline_as(runtime: Runtime, ctx: Context[Any, Any], card_id: str, reason: str) -> ChangeResult:
     """Decline the caller's card and answer like any decline."""
     with card_errors():
-        card = runtime.service.get(card_id, principal=runtime.principal(ctx))
+        card = await runtime.service.get(card_id, principal=runtime.principal(ctx))
     return await decide_as(runtime, ctx, card, lifecycle.Decline(reason))
 
 

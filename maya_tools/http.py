@@ -10,26 +10,74 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Callable
 
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from confirmation_cards import token_fingerprint
+from maya_tools.runtime import Runtime
 
 
 class PagesFirst:
     """Send the approval page's paths to ``pages`` (authenticated by their one-time secret, not a
-    bearer) and everything else, lifespan included, to ``app`` (``/mcp`` behind ``RequireBearer``)."""
+    bearer), the health paths to ``health`` (no bearer: a load balancer asks them), and everything
+    else, lifespan included, to ``app`` (``/mcp`` behind ``RequireBearer``)."""
 
-    def __init__(self, pages: ASGIApp, app: ASGIApp, *, prefix: str) -> None:
+    def __init__(self, pages: ASGIApp, app: ASGIApp, *, prefix: str, health: ASGIApp | None = None) -> None:
         self.pages = pages
         self.app = app
+        self.health = health
         self.prefix = prefix.rstrip("/") + "/"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and str(scope.get("path", "")).startswith(self.prefix):
+        path = str(scope.get("path", ""))
+        if scope["type"] == "http" and path.startswith(self.prefix):
             await self.pages(scope, receive, send)
             return
+        if scope["type"] == "http" and self.health is not None and path in HEALTH_PATHS:
+            await self.health(scope, receive, send)
+            return
         await self.app(scope, receive, send)
+
+
+HEALTH_PATHS = ("/healthz", "/livez")
+HEALTH_TIMEOUT = 3.0
+"""Seconds the card store has to answer ``/healthz``."""
+
+
+def health_app(runtime: Callable[[], Runtime | None]) -> Starlette:
+    """``/livez``: the process serves HTTP. ``/healthz`` (readiness): the server has started, its card
+    store answers a read within ``HEALTH_TIMEOUT`` and the first sweep ran; else ``503``, saying why.
+    Neither needs a token or says anything about cards."""
+
+    async def livez(_: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"}, headers={"Cache-Control": "no-store"})
+
+    async def healthz(_: Request) -> JSONResponse:
+        current = runtime()
+        if current is None:
+            return _unready("starting: the server's lifespan has not opened the card store yet")
+        try:
+            with anyio.fail_after(HEALTH_TIMEOUT):
+                await current.store.ping()
+        except Exception as error:  # any failure of the store is "not ready", with its kind only
+            return _unready(f"the card store did not answer a read ({type(error).__name__})")
+        if not current.swept.is_set():
+            return _unready("starting: the first sweep of cards left executing has not run yet")
+        return JSONResponse({"status": "ok", "store": current.store_kind}, headers={"Cache-Control": "no-store"})
+
+    return Starlette(routes=[Route("/livez", livez), Route("/healthz", healthz)])
+
+
+def _unready(why: str) -> JSONResponse:
+    return JSONResponse(
+        {"status": "unavailable", "detail": why}, status_code=503, headers={"Cache-Control": "no-store"}
+    )
 
 
 class RequireBearer:

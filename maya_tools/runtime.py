@@ -20,7 +20,8 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 from backend_client import DoorClient
-from confirmation_cards import ApprovalService, Card, Planner, RoleMemory, SqliteCardStore, token_fingerprint
+from confirmation_cards import ApprovalService, Card, CardStore, Planner, RoleMemory, token_fingerprint
+from confirmation_cards.stores import is_postgres, open_store
 from maya_tools.settings import Settings
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ class Runtime:
     transport: Transport
     http: httpx2.AsyncClient
     base_url: str
-    store: SqliteCardStore
+    store: CardStore
     service: ApprovalService
     time: DoorTime
     embedded_token: str | None
@@ -78,6 +79,11 @@ class Runtime:
     @property
     def embedded(self) -> bool:
         return self.embedded_token is not None
+
+    @property
+    def store_kind(self) -> str:
+        """``postgresql`` or ``sqlite``: which kind of card store this server shares (never its URL)."""
+        return "postgresql" if is_postgres(self.settings.card_store) else "sqlite"
 
     def token_for(self, ctx: Context[Any, Any]) -> str:
         """The Door token of whoever made this MCP request.
@@ -171,6 +177,8 @@ async def open_runtime(
     reference backend in-process."""
     time: DoorTime = WallTime()
     embedded_token: str | None = None
+    # The store first: a database that cannot be reached stops the server before it serves anyone.
+    store = await open_store(settings.card_store, pool_size=settings.store_pool_size)
     if settings.embedded or backend is not None:
         # Imported here only: a server pointed at Door never loads FastAPI or the reference backend.
         from maya_tools.embedded import embed
@@ -189,7 +197,6 @@ async def open_runtime(
         http = httpx2.AsyncClient(timeout=30.0)
         base_url = settings.door_api_url
         logger.info("Door API at %s", base_url)
-    store = SqliteCardStore(settings.card_store)
     service = ApprovalService(
         store, clock=time.now, sleep=time.sleep, roles=RoleMemory(), settle_window=settings.settle_seconds
     )
@@ -204,7 +211,7 @@ async def open_runtime(
                 group.cancel_scope.cancel()
     finally:
         await http.aclose()
-        store.close()
+        await store.close()
 
 
 SWEEP_EVERY = 10.0  # the default of MAYA_SWEEP_SECONDS
@@ -218,7 +225,7 @@ async def _sweep(runtime: Runtime) -> None:
     """
     while True:
         try:
-            runtime.service.expire_due()
+            await runtime.service.expire_due()
             for card in await runtime.service.settle_orphans(runtime.own_door()):
                 logger.warning(
                     "Card %s was left executing by a stopped server; settled as %s.", card.id, card.status.value

@@ -20,6 +20,7 @@ from maya_tools.app_secret import META_KEY
 from maya_tools.approval_page import ApprovalPages
 from maya_tools.elicitation import ASKED, decline_as
 from maya_tools.errors import bounded
+from maya_tools.request_state import check_replicas, request_state_security
 from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
 from maya_tools.settings import Settings
 from maya_tools.tools import cards, changes, read
@@ -147,7 +148,8 @@ def build_server(
 
     ``page_url`` is where the approval page is reached when the caller serves ``pages.app`` itself
     (streamable HTTP); without it the page gets its own loopback server on first use."""
-    pages = ApprovalPages(page_url)
+    check_replicas(settings, transport)
+    pages = ApprovalPages(page_url, via=settings.replica)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[Runtime]:
@@ -166,6 +168,7 @@ def build_server(
         version=VERSION,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
+        request_state_security=request_state_security(settings),
         read_only=settings.read_only,
         pages=pages,
     )

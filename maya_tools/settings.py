@@ -29,7 +29,7 @@ class Settings:
 
     door_api_url: str | None = None
     door_token: str | None = field(default=None, repr=False)
-    card_store: str = ":memory:"
+    card_store: str = field(default=":memory:", repr=False)  # a postgresql:// URL may hold a password
     read_only: bool = False
     card_ttl_seconds: float = 600.0
     reference_time_scale: float = 10.0
@@ -37,6 +37,13 @@ class Settings:
     door_timeout_seconds: float = 30.0
     settle_seconds: float = 30.0
     sweep_seconds: float = 10.0
+    store_pool_size: int = 10
+    request_state_key: str | None = field(default=None, repr=False)
+    replica: str | None = None
+    """This replica's name behind a load balancer; approval-page links carry it (``?via=``) so the
+    balancer sends them back here, where the asking caller's token is held."""
+    public_url: str | None = None
+    """The URL people reach this server at (the load balancer's), for approval-page links."""
 
     @property
     def embedded(self) -> bool:
@@ -47,8 +54,10 @@ class Settings:
         """Read ``DOOR_API_URL``, ``DOOR_TOKEN``, ``MAYA_CARD_STORE``, ``MAYA_READ_ONLY``,
         ``MAYA_CARD_TTL_SECONDS``, ``MAYA_REFERENCE_TIME_SCALE``, ``MAYA_USER``, ``MAYA_DOOR_TIMEOUT_SECONDS``
         (one Door request), ``MAYA_SWEEP_SECONDS`` (how often orphaned executing cards are looked for, at
-        most 20) and ``MAYA_SETTLE_SECONDS`` (how long an unclear answer is settled by reading
-        Door back); keyword overrides win."""
+        most 20), ``MAYA_SETTLE_SECONDS`` (how long an unclear answer is settled by reading
+        Door back), ``MAYA_STORE_POOL_SIZE`` (connections to a PostgreSQL card store) and
+        ``MAYA_REQUEST_STATE_KEY`` (the key every replica seals ``requestState`` with), ``MAYA_REPLICA``
+        and ``MAYA_PUBLIC_URL`` (behind a load balancer); keyword overrides win."""
         env = os.environ if env is None else env
         values: dict[str, object] = {
             "door_api_url": env.get("DOOR_API_URL") or None,
@@ -61,6 +70,10 @@ class Settings:
             "door_timeout_seconds": float(env.get("MAYA_DOOR_TIMEOUT_SECONDS") or 30.0),
             "settle_seconds": float(env.get("MAYA_SETTLE_SECONDS") or 30.0),
             "sweep_seconds": min(float(env.get("MAYA_SWEEP_SECONDS") or 10.0), 20.0),
+            "store_pool_size": int(env.get("MAYA_STORE_POOL_SIZE") or 10),
+            "request_state_key": env.get("MAYA_REQUEST_STATE_KEY") or None,
+            "replica": env.get("MAYA_REPLICA") or None,
+            "public_url": (env.get("MAYA_PUBLIC_URL") or "").rstrip("/") or None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx2
 import pytest
@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from reference_backend.app import create_app
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
+from tests.postgres import PostgresServer, fresh_schema, running_postgres
 
 ADMIN_TOKEN = "test-admin-token"
 BASE_URL = "http://door.test"
@@ -58,3 +59,15 @@ async def door(app: FastAPI) -> AsyncIterator[httpx2.AsyncClient]:
 
 def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for this test session (one per xdist worker), never skipped."""
+    yield from running_postgres()
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresServer) -> str:
+    """A ``postgresql://`` URL of an empty schema of its own on the session's server."""
+    return postgres.schema_url(fresh_schema())

@@ -37,8 +37,8 @@ def register(mcp: MCPServer[Any]) -> None:
     ) -> CardView:
         """Show a confirmation card, its status and its audit trail."""
         runtime = runtime_of(ctx)
-        runtime.service.expire_due()
-        card = runtime.store.get(card_id)
+        await runtime.service.expire_due()
+        card = await runtime.store.get(card_id)
         principal = runtime.principal(ctx)
         # A card is shown only to the principal that planned it (DESIGN.md property 12). Another
         # principal's card and an id that never existed get the same answer: no oracle of ids.
@@ -49,4 +49,4 @@ def register(mcp: MCPServer[Any]) -> None:
             raise ToolError(
                 f"No confirmation card {card_id!r} of yours. Change tools return the id of the card they make."
             )
-        return CardView(card=card, rendered=render_markdown(card), audit=runtime.store.audit(card_id))
+        return CardView(card=card, rendered=render_markdown(card), audit=await runtime.store.audit(card_id))

@@ -33,7 +33,7 @@ async def workers_count(door: DoorClient) -> int:
 
 async def pending_scale_to_4(planner: Planner, store: SqliteCardStore) -> Card:
     card = await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4))
-    return store.create(card)
+    return await store.create(card)
 
 
 async def test_approving_a_card_makes_exactly_one_mutation_with_the_cards_body_and_key(
@@ -80,8 +80,8 @@ async def test_fifty_concurrent_approvals_of_one_card_make_one_mutation(
 
     assert len(await operations(admin)) == 1
     assert await workers_count(admin) == 4
-    assert [e.event for e in store.audit(card.id)] == ["created", "approved", "executed"]
-    final = store.get(card.id)
+    assert [e.event for e in await store.audit(card.id)] == ["created", "approved", "executed"]
+    final = await store.get(card.id)
     assert final is not None and final.status is CardStatus.EXECUTED
 
 
@@ -97,7 +97,7 @@ async def test_a_declined_card_never_executes(
     assert declined.declined_by == "ada"
     assert after.status is CardStatus.DECLINED
     assert await operations(admin) == []
-    assert store.audit(card.id)[-1].detail == "cancelled"
+    assert (await store.audit(card.id))[-1].detail == "cancelled"
 
 
 async def test_an_expired_card_is_reported_expired_and_never_executes(
@@ -112,7 +112,7 @@ async def test_an_expired_card_is_reported_expired_and_never_executes(
     assert approved.status is CardStatus.EXPIRED
     assert declined.status is CardStatus.EXPIRED
     assert await operations(admin) == []
-    assert [e.event for e in store.audit(card.id)] == ["created", "expired"]
+    assert [e.event for e in await store.audit(card.id)] == ["created", "expired"]
 
 
 async def test_expire_due_marks_only_pending_cards_past_their_expiry(
@@ -123,11 +123,11 @@ async def test_expire_due_marks_only_pending_cards_past_their_expiry(
     young = await pending_scale_to_4(planner, store)
     clock.advance(301)
 
-    expired = service.expire_due()
+    expired = await service.expire_due()
 
     assert [c.id for c in expired] == [old.id]
-    assert [c.id for c in store.list(CardStatus.PENDING)] == [young.id]
-    assert service.expire_due() == []
+    assert [c.id for c in await store.list(CardStatus.PENDING)] == [young.id]
+    assert await service.expire_due() == []
 
 
 async def test_a_target_changed_since_the_card_was_shown_makes_it_stale_and_says_what_changed(
@@ -143,7 +143,7 @@ async def test_a_target_changed_since_the_card_was_shown_makes_it_stale_and_says
     assert result.result is not None and "count was 2 and is now 3" in result.result.message
     assert await workers_count(admin) == 3
     assert len(await operations(admin)) == 1  # only the direct change
-    assert store.audit(card.id)[-1].event == "stale"
+    assert (await store.audit(card.id))[-1].event == "stale"
 
 
 async def test_a_refusal_by_door_is_recorded_as_failed_with_the_rule_and_what_to_do(
@@ -159,7 +159,7 @@ async def test_a_refusal_by_door_is_recorded_as_failed_with_the_rule_and_what_to
     assert (result.result.status_code, result.result.rule) == (402, "R-CREDIT-01")
     assert "Top up" in result.result.message
     assert await workers_count(admin) == 2
-    assert store.audit(card.id)[-1].status_code == 402
+    assert (await store.audit(card.id))[-1].status_code == 402
 
 
 async def test_approving_through_a_member_token_fails_with_the_role_rule(
@@ -185,7 +185,7 @@ async def test_approving_an_add_creates_the_pool_with_its_operation(
     planner: Planner, store: SqliteCardStore, service: ApprovalService, admin: DoorClient
 ) -> None:
     request = PublicNodePoolCreateRequest(name="batch", size="dks.m5.xlarge", count=1)
-    card = store.create(await planner.add_node_pool("payments-prod", request))
+    card = await store.create(await planner.add_node_pool("payments-prod", request))
 
     done = await service.approve(card.id, approver="ada", door=admin)
 
@@ -205,8 +205,8 @@ async def test_approving_a_remove_and_a_replace_reach_the_backend(
     cluster = backend.cluster(PROD)
     assert cluster is not None
     backend.install_pool(cluster, PublicNodePoolCreateRequest(name="batch", size="dks.m5.xlarge", count=1))
-    remove = store.create(await planner.remove_node_pool("payments-prod", "batch"))
-    replace = store.create(await planner.replace_node("payments-prod", seed.DEMO_NODE_NAME))
+    remove = await store.create(await planner.remove_node_pool("payments-prod", "batch"))
+    replace = await store.create(await planner.replace_node("payments-prod", seed.DEMO_NODE_NAME))
 
     removed = await service.approve(remove.id, approver="ada", door=admin)
     replaced = await service.approve(replace.id, approver="ada", door=admin)
@@ -225,7 +225,7 @@ async def test_the_audit_trail_of_a_full_flow_names_who_when_and_what_door_answe
 
     done = await service.approve(card.id, approver="ada", door=admin)
 
-    created, approved, executed = store.audit(card.id)
+    created, approved, executed = await store.audit(card.id)
     assert (created.event, created.at, created.by) == ("created", card.created_at, None)
     assert card.body_digest in created.detail
     assert (approved.event, approved.by, approved.at) == ("approved", "ada", clock.now())
@@ -238,7 +238,7 @@ async def test_the_audit_trail_of_a_full_flow_names_who_when_and_what_door_answe
 async def test_a_replace_planned_on_a_cold_inventory_still_executes_once_the_inventory_has_loaded(
     planner: Planner, store: SqliteCardStore, service: ApprovalService, admin: DoorClient, clock: ManualClock
 ) -> None:
-    card = store.create(await planner.replace_node("payments-prod", seed.DEMO_NODE_NAME))
+    card = await store.create(await planner.replace_node("payments-prod", seed.DEMO_NODE_NAME))
     clock.advance(5)
     assert any(n.name == seed.DEMO_NODE_NAME for n in (await admin.list_nodes(PROD)).items)
 
@@ -253,7 +253,7 @@ async def test_a_replace_of_a_node_that_started_draining_meanwhile_is_stale(
 ) -> None:
     await admin.list_nodes(PROD)
     clock.advance(3)
-    card = store.create(await planner.replace_node("payments-prod", seed.DEMO_NODE_NAME))
+    card = await store.create(await planner.replace_node("payments-prod", seed.DEMO_NODE_NAME))
     await admin.replace_node(PROD, seed.DEMO_NODE_NAME)
 
     result = await service.approve(card.id, approver="ada", door=admin)
@@ -290,7 +290,7 @@ async def test_a_card_whose_stored_body_no_longer_matches_its_digest_sends_nothi
     planner: Planner, store: SqliteCardStore, service: ApprovalService, admin: DoorClient
 ) -> None:
     planned = await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4))
-    tampered = store.create(planned.model_copy(update={"body": {"count": 40}}))
+    tampered = await store.create(planned.model_copy(update={"body": {"count": 40}}))
 
     result = await service.approve(tampered.id, approver="ada", door=admin)
 
@@ -309,7 +309,7 @@ async def test_a_card_whose_target_no_longer_matches_its_digested_path_sends_not
     planned = await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4))
     other = await planner.scale_node_pool("payments-prod", "batch", PublicNodePoolPatchRequest(count=4))
     # Same path, body and digest as the card for `workers`, but aimed at `batch` with batch's own snapshot.
-    tampered = store.create(
+    tampered = await store.create(
         planned.model_copy(
             update={
                 "target": "batch",
@@ -332,7 +332,7 @@ async def test_a_pool_deleted_after_its_card_was_made_makes_the_card_stale(
     cluster = backend.cluster(PROD)
     assert cluster is not None
     backend.install_pool(cluster, PublicNodePoolCreateRequest(name="batch", size="dks.m5.xlarge", count=1))
-    card = store.create(await planner.scale_node_pool("payments-prod", "batch", PublicNodePoolPatchRequest(count=2)))
+    card = await store.create(await planner.scale_node_pool("payments-prod", "batch", PublicNodePoolPatchRequest(count=2)))
     await admin.remove_node_pool(PROD, "batch")
 
     result = await service.approve(card.id, approver="ada", door=admin)
@@ -348,4 +348,4 @@ async def test_reading_a_card_past_its_expiry_reports_it_expired(
     card = await pending_scale_to_4(planner, store)
     clock.advance(600)
 
-    assert service.get(card.id).status is CardStatus.EXPIRED
+    assert (await service.get(card.id)).status is CardStatus.EXPIRED

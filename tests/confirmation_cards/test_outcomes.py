@@ -87,7 +87,7 @@ def settling(store: SqliteCardStore, clock: ManualClock, advancing: Any) -> Appr
 
 async def scale_card(admin: DoorClient, store: SqliteCardStore, clock: ManualClock, count: int = 4) -> Card:
     planner = Planner(admin, clock=clock.now, principal=ADMIN)
-    return store.create(
+    return await store.create(
         await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=count))
     )
 
@@ -149,7 +149,7 @@ async def test_an_error_before_the_change_is_unknown_never_nothing_changed(
     assert done.result is not None and "Nothing was changed" not in done.result.message
     assert "get_cluster_operations" in done.result.message
     assert clock.now() - started == timedelta(seconds=10)  # the settle window, on Door's clock
-    assert [event.event for event in store.audit(card.id)] == ["created", "approved", "outcome_unknown"]
+    assert [event.event for event in await store.audit(card.id)] == ["created", "approved", "outcome_unknown"]
 
 
 async def test_a_refusal_by_door_itself_says_nothing_changed(
@@ -180,9 +180,9 @@ def dead_pid() -> int:
     return int(finished.stdout)
 
 
-def claim(store: SqliteCardStore, card: Card, clock: ManualClock, executor: str, *, sending: bool) -> None:
+async def claim(store: SqliteCardStore, card: Card, clock: ManualClock, executor: str, *, sending: bool) -> None:
     now = clock.now()
-    claimed = store.claim(
+    claimed = await store.claim(
         card.id,
         executor=executor,
         until=now + LEASE,
@@ -192,28 +192,28 @@ def claim(store: SqliteCardStore, card: Card, clock: ManualClock, executor: str,
     )
     assert claimed is not None
     if sending:
-        assert store.mark_sending(card.id, executor)
+        assert await store.mark_sending(card.id, executor)
 
 
 async def test_a_card_whose_server_died_before_sending_is_failed_and_nothing_was_sent(
     admin: DoorClient, store: SqliteCardStore, clock: ManualClock, settling: ApprovalService
 ) -> None:
     card = await scale_card(admin, store, clock)
-    claim(store, card, clock, f"{HOST}:{dead_pid()}:gone", sending=False)
+    await claim(store, card, clock, f"{HOST}:{dead_pid()}:gone", sending=False)
 
     (settled,) = await settling.settle_orphans(admin)
 
     assert settled.status is CardStatus.FAILED
     assert settled.result is not None and "before its request was sent" in settled.result.message
     assert await pool_updates(admin) == 0
-    assert [e.event for e in store.audit(card.id)] == ["created", "approved", "recovered", "failed"]
+    assert [e.event for e in await store.audit(card.id)] == ["created", "approved", "recovered", "failed"]
 
 
 async def test_a_card_whose_server_died_after_door_applied_it_is_settled_executed(
     admin: DoorClient, store: SqliteCardStore, clock: ManualClock, settling: ApprovalService
 ) -> None:
     card = await scale_card(admin, store, clock)
-    claim(store, card, clock, f"{HOST}:{dead_pid()}:gone", sending=True)
+    await claim(store, card, clock, f"{HOST}:{dead_pid()}:gone", sending=True)
     # The dead server's request had reached Door: it applied the change with the card's key.
     await admin.update_node_pool(PROD, "workers", PublicNodePoolPatchRequest(count=4), idempotency_key=card.id)
 
@@ -227,11 +227,11 @@ async def test_a_card_whose_server_died_after_sending_without_effect_is_outcome_
     admin: DoorClient, store: SqliteCardStore, clock: ManualClock, settling: ApprovalService
 ) -> None:
     card = await scale_card(admin, store, clock)
-    claim(store, card, clock, f"{HOST}:{dead_pid()}:gone", sending=True)
+    await claim(store, card, clock, f"{HOST}:{dead_pid()}:gone", sending=True)
 
     (settled,) = await settling.settle_orphans(admin)
     unreadable = await scale_card(admin, store, clock, count=5)
-    claim(store, unreadable, clock, f"{HOST}:{dead_pid()}:gone", sending=True)
+    await claim(store, unreadable, clock, f"{HOST}:{dead_pid()}:gone", sending=True)
     (blind,) = await settling.settle_orphans(None)  # no token of its own to read Door back with
 
     assert settled.status is CardStatus.OUTCOME_UNKNOWN and blind.status is CardStatus.OUTCOME_UNKNOWN
@@ -258,8 +258,8 @@ async def test_a_card_its_own_live_process_is_executing_is_never_taken_over(
             await release.wait()
             return await admin.update_node_pool(*args, **kwargs)
 
-    claim(store, foreign, clock, "another-host:1:x", sending=False)
-    assert other.orphans() == []  # the foreign host's lease still runs
+    await claim(store, foreign, clock, "another-host:1:x", sending=False)
+    assert await other.orphans() == []  # the foreign host's lease still runs
 
     async with anyio.create_task_group() as group:
         result: list[Card] = []
@@ -271,7 +271,7 @@ async def test_a_card_its_own_live_process_is_executing_is_never_taken_over(
         group.start_soon(approve)
         await entered.wait()
         clock.advance(3600)  # far past both leases
-        assert [lease.card_id for lease in other.orphans()] == [foreign.id]
+        assert [lease.card_id for lease in await other.orphans()] == [foreign.id]
         settled = await other.settle_orphans(admin)
         assert [c.id for c in settled] == [foreign.id] and settled[0].status is CardStatus.FAILED
         release.set()
@@ -292,9 +292,9 @@ async def test_another_principal_can_neither_approve_nor_decline_nor_read_a_card
     with pytest.raises(CardNotFound):
         await settling.decline(card.id, by="mel", principal=other)
     with pytest.raises(CardNotFound):
-        settling.get(card.id, principal=other)
+        await settling.get(card.id, principal=other)
 
-    assert settling.get(card.id, principal=ADMIN).status is CardStatus.PENDING
+    assert (await settling.get(card.id, principal=ADMIN)).status is CardStatus.PENDING
     assert await pool_updates(admin) == 0
 
 
@@ -331,7 +331,7 @@ async def test_an_approval_cancelled_midway_never_says_nothing_changed_once_sent
         await entered.wait()
         group.cancel_scope.cancel()
 
-    done = store.get(card.id)
+    done = await store.get(card.id)
     assert done is not None and done.result is not None
     if where == "before sending":
         assert done.status is CardStatus.FAILED and "nothing was changed" in done.result.message

@@ -370,7 +370,7 @@ async def test_a_member_token_is_refused_up_front_once_door_refused_its_approved
     planner = Planner(member, clock=clock.now, principal=principal, roles=service.roles)
     before = await admin.get_cluster(PROD)
 
-    card = store.create(await planner.scale_node_pool("payments-prod", "workers", patch(count=4)))
+    card = await store.create(await planner.scale_node_pool("payments-prod", "workers", patch(count=4)))
     done = await service.approve(card.id, approver="mel", door=member, principal=principal)
     assert done.status is CardStatus.FAILED and done.result is not None and done.result.rule == "R-AUTH-03"
 

@@ -91,9 +91,9 @@ async def test_the_view_s_secret_approves_once_and_door_applies_the_change_once(
     assert [op["kind"] for op in await operations(door)] == ["pool.update"]
     assert (await pool(door, "workers") or {}).get("count") == 4
     store = SqliteCardStore(card_store)
-    [card] = store.list()
+    [card] = await store.list()
     assert card.status is CardStatus.EXECUTED
-    approved = [e for e in store.audit(card.id) if e.event == "approved"]
+    approved = [e for e in await store.audit(card.id) if e.event == "approved"]
     assert len(approved) == 1 and "MCP Apps card" in (approved[0].by or "")
 
 

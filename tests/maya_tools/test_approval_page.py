@@ -125,9 +125,9 @@ async def test_a_url_only_client_approves_on_the_page_and_door_applies_the_chang
     assert page.status_code == 200 and "Status: executed" in page.text
     assert [op["kind"] for op in await operations(door)] == ["pool.update"]
     store = SqliteCardStore(card_store)
-    [card] = store.list()
+    [card] = await store.list()
     assert card.status is CardStatus.EXECUTED
-    approved = [e for e in store.audit(card.id) if e.event == "approved"]
+    approved = [e for e in await store.audit(card.id) if e.event == "approved"]
     assert len(approved) == 1 and approved[0].by is not None
     assert "approval page" in approved[0].by and (card.principal or "?") in approved[0].by
 
@@ -148,7 +148,7 @@ async def test_decline_on_the_page_changes_nothing(
             page = await press(url, "decline")
     assert page.status_code == 200 and "Status: declined" in page.text
     assert await operations(door) == []
-    assert [c.status for c in SqliteCardStore(card_store).list()] == [CardStatus.DECLINED]
+    assert [c.status for c in (await SqliteCardStore(card_store).list())] == [CardStatus.DECLINED]
 
 
 async def test_a_link_the_person_refuses_to_open_declines_the_card(server: MCPServer[Any], card_store: Path) -> None:
@@ -313,5 +313,5 @@ async def test_the_link_of_an_expired_card_decides_nothing(
     assert page.status_code in (404, 410) or "expired" in page.text.lower()
     assert posted.status_code in (403, 404, 410)
     assert await operations(door) == []
-    [card] = SqliteCardStore(card_store).list()
+    [card] = (await SqliteCardStore(card_store).list())
     assert card.status in (CardStatus.PENDING, CardStatus.EXPIRED)

@@ -207,7 +207,7 @@ async def test_a_target_that_becomes_busy_while_the_person_reads_makes_the_card_
     assert data is not None and data["status"] == "stale" and data["changed"] is False
     assert "count was 2 and is now 3" in data["message"]
     assert len(person.messages) == 1
-    assert [c.status for c in SqliteCardStore(card_store).list()] == [CardStatus.STALE]
+    assert [c.status for c in (await SqliteCardStore(card_store).list())] == [CardStatus.STALE]
     assert [op["kind"] for op in await operations(door)].count("pool.update") == 1  # only the other person's
 
 
@@ -278,7 +278,7 @@ async def test_a_client_that_cannot_elicit_gets_a_pending_card_and_nothing_chang
     assert "Nothing was changed" in data["message"] and "elicitation" in data["message"]
     assert await operations(door) == []
     store = SqliteCardStore(card_store)
-    assert [c.status for c in store.list()] == [CardStatus.PENDING]
+    assert [c.status for c in await store.list()] == [CardStatus.PENDING]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -341,7 +341,7 @@ async def test_a_request_door_would_refuse_gets_the_rule_and_no_card(
     text = result.content[0].text  # type: ignore[union-attr]
     assert rule in text and "no card was made" in text
     assert person.messages == []
-    assert SqliteCardStore(card_store).list() == []
+    assert (await SqliteCardStore(card_store).list()) == []
     assert await operations(door) == []
 
 
@@ -357,7 +357,7 @@ async def test_a_pool_busy_with_an_operation_is_refused_before_a_card(
     async with connect(mode, Person("accept")) as client:
         result = await client.call_tool(*SCALE)
     assert result.is_error and "R-OP-01" in result.content[0].text  # type: ignore[union-attr]
-    assert SqliteCardStore(card_store).list() == []
+    assert (await SqliteCardStore(card_store).list()) == []
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -378,7 +378,7 @@ async def test_a_member_token_is_refused_up_front_once_door_refused_its_approved
     assert data is not None and data["status"] == "failed" and data["changed"] is False
     assert data["card"]["result"]["rule"] == "R-AUTH-03" and data["card"]["required_role"] == "super_admin"
     assert second.is_error and "R-AUTH-03" in second.content[0].text  # type: ignore[union-attr]
-    assert [card.status for card in SqliteCardStore(card_store).list()] == [CardStatus.FAILED]
+    assert [card.status for card in (await SqliteCardStore(card_store).list())] == [CardStatus.FAILED]
     assert await operations(door) == []
 
 
@@ -402,7 +402,7 @@ async def test_accepting_the_form_without_an_explicit_true_is_a_decline(
     assert "nothing was changed" in data["message"]
     assert shown[0]["required"] == ["approve"] and shown[0]["properties"]["approve"]["default"] is False
     assert await operations(door) == []
-    assert [card.status for card in SqliteCardStore(card_store).list()] == [CardStatus.DECLINED]
+    assert [card.status for card in (await SqliteCardStore(card_store).list())] == [CardStatus.DECLINED]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -41,7 +41,7 @@ async def door_state(door: httpx2.AsyncClient) -> tuple[list[dict[str, Any]], li
 async def assert_nothing_stored_or_sent(
     card_store: Path, door: httpx2.AsyncClient, before: tuple[list[dict[str, Any]], list[dict[str, Any]]]
 ) -> None:
-    assert SqliteCardStore(card_store).list() == []
+    assert await SqliteCardStore(card_store).list() == []
     assert await door_state(door) == before
 
 

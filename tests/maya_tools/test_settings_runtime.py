@@ -76,10 +76,10 @@ async def test_starting_the_server_closes_cards_a_stopped_server_left_executing(
     settings = Settings(card_store=str(tmp_path / "cards.sqlite3"))
     async with open_runtime(settings, "memory", backend=backend) as runtime:
         door = DoorClient(runtime.base_url, DEMO_ADMIN_TOKEN, http_client=runtime.http, sleep=runtime.sleep)
-        card = runtime.store.create(
+        card = await runtime.store.create(
             await runtime.planner(door).scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=3))
         )
-        runtime.store.transition(
+        await runtime.store.transition(
             card.id,
             expected=CardStatus.PENDING,
             to=CardStatus.EXECUTING,
@@ -91,7 +91,7 @@ async def test_starting_the_server_closes_cards_a_stopped_server_left_executing(
         with anyio.fail_after(10):
             await runtime.swept.wait()
     reopened = SqliteCardStore(tmp_path / "cards.sqlite3")
-    stored = reopened.get(card.id)
+    stored = await reopened.get(card.id)
     assert stored is not None and stored.status is CardStatus.FAILED
 
 

@@ -1,0 +1,22 @@
+"""Which card store ``MAYA_CARD_STORE`` names, opened: a SQLite file for one person, PostgreSQL for replicas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from confirmation_cards.store import CardStore, SqliteCardStore
+
+
+def is_postgres(location: str) -> bool:
+    """Whether ``MAYA_CARD_STORE`` names a PostgreSQL database rather than a SQLite file."""
+    return location.startswith(("postgresql://", "postgres://"))
+
+
+async def open_store(location: str | Path, *, pool_size: int = 10) -> CardStore:
+    """The store ``location`` names: a ``postgresql://`` URL (shared by replicas), else a SQLite file
+    or ``":memory:"``. psycopg is imported only for PostgreSQL."""
+    if isinstance(location, str) and is_postgres(location):
+        from confirmation_cards.store_postgres import PostgresCardStore
+
+        return await PostgresCardStore.open(location, pool_size=pool_size)
+    return SqliteCardStore(location)

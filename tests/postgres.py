@@ -1,0 +1,121 @@
+"""A real PostgreSQL server for the tests, started from the machine's own binaries (Debian's
+``postgresql`` package: ``initdb`` and ``pg_ctl``), on a free loopback port, for the test session.
+
+Never skipped: without the binaries the fixture fails and says how to install them (``.ci/run``
+installs them on a fresh machine). PostgreSQL refuses to run as root, so under root the server
+runs as the ``postgres`` system user the package creates. Each test gets its own schema, so tests
+share one server and still start from an empty store.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+
+from tests.maya_tools.live import free_port, wait_until
+
+INSTALL = "install Debian's postgresql package (`apt-get install -y postgresql`; .ci/run does it)"
+
+
+def binaries() -> Path:
+    """The directory holding ``initdb`` and ``pg_ctl``: on PATH, else the newest under /usr/lib/postgresql."""
+    found = shutil.which("initdb")
+    if found is not None and shutil.which("pg_ctl") is not None:
+        return Path(found).resolve().parent
+    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3]))
+    if not versions:
+        raise RuntimeError(f"PostgreSQL's initdb and pg_ctl are not on this machine: {INSTALL}")
+    return Path(versions[-1]).parent
+
+
+@dataclass
+class PostgresServer:
+    """One running server: ``url`` of its ``postgres`` database (trust auth, loopback only)."""
+
+    port: int
+    data: Path
+    bindir: Path
+    user: str | None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def schema_url(self, schema: str) -> str:
+        """A URL whose connections see only ``schema`` (created here, empty)."""
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        return f"{self.url}?options={quote(f'-csearch_path={schema}')}"
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.bindir / args[0]), *args[1:]],
+            capture_output=True,
+            text=True,
+            user=self.user,
+            check=False,
+            cwd=self.data.parent,
+        )
+
+    def start(self) -> None:
+        done = self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.data / "log"))
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_ctl start failed: {done.stderr or done.stdout}")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "stop", "-m", "immediate", "-w", "-D", str(self.data))
+
+
+def start_postgres() -> PostgresServer:
+    bindir = binaries()
+    user = "postgres" if os.geteuid() == 0 else None
+    root = Path(tempfile.mkdtemp(prefix="maya-pg-"))
+    data = root / "data"
+    if user is not None:
+        shutil.chown(root, user=user)
+    port = free_port()
+    server = PostgresServer(port, data, bindir, user)
+    init = server._run("initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+    if init.returncode != 0:
+        raise RuntimeError(f"initdb failed: {init.stderr or init.stdout}")
+    with (data / "postgresql.conf").open("a") as conf:
+        # A test server: loopback only, its socket in its own directory, no waiting for the disk.
+        conf.write(
+            f"listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{data}'\n"
+            "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 300\n"
+        )
+    server.start()
+    wait_until(lambda: _answers(server.url), "PostgreSQL to accept connections", timeout=60)
+    return server
+
+
+def _answers(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=2):
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
+def running_postgres() -> Iterator[PostgresServer]:
+    """Start a server for the session and remove it and its files afterwards."""
+    server = start_postgres()
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.data.parent, ignore_errors=True)
+
+
+def fresh_schema() -> str:
+    return f"t_{secrets.token_hex(6)}"
