@@ -1,0 +1,256 @@
+"""Three real `maya-tools serve` replicas on one PostgreSQL card store, in front of one real reference
+backend: a card planned on one replica is approved on another (both protocol generations), fifty
+racing approvals spread over the three mutate Door once, a forged or altered ``requestState`` is
+refused by every replica, and a replica SIGKILLed while it executes is settled by a live one."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import psycopg
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.request_state import AESGCMRequestStateCodec
+from mcp_types import ElicitResult
+
+from reference_backend.seed import DEMO_ADMIN_TOKEN
+from tests.maya_tools.conftest import Person
+from tests.maya_tools.live import PATCH_ROUTE, Live, wait_until
+
+pytestmark = [pytest.mark.anyio, pytest.mark.http]
+
+KEY = secrets.token_hex(32)
+BEARER = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
+
+
+class Replicas(Live):
+    """``Live`` with three servers sharing one PostgreSQL store and one requestState key."""
+
+    def __init__(self, tmp: Path, store: str) -> None:
+        super().__init__(tmp, MAYA_CARD_STORE=store, MAYA_REQUEST_STATE_KEY=KEY)
+        self.store = store
+        with ThreadPoolExecutor(2) as starting:  # the other two replicas start side by side
+            list(starting.map(lambda _: self.serve(), range(2)))
+
+    def mcp(self, n: int) -> str:
+        return f"http://127.0.0.1:{self.servers[n].port}/mcp"
+
+    def cards(self) -> list[dict[str, Any]]:
+        with psycopg.connect(self.store, autocommit=True) as conn:
+            rows = conn.execute("SELECT data, executor FROM maya_cards ORDER BY created_at").fetchall()
+        return [{**json.loads(data), "executor": executor} for data, executor in rows]
+
+
+@pytest.fixture
+def replicas(tmp_path: Path, postgres_url: str) -> Iterator[Replicas]:
+    world = Replicas(tmp_path, postgres_url)
+    try:
+        yield world
+    finally:
+        world.close()
+
+
+def scale(count: int) -> tuple[str, dict[str, Any]]:
+    return ("scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": count})
+
+
+class Routed(httpx2.AsyncBaseTransport):
+    """Sends each request to a replica chosen by ``route(body)``, as a load balancer might, and keeps the traffic."""
+
+    def __init__(self, replicas: Replicas, route: Any) -> None:
+        self.replicas, self.route = replicas, route
+        self.inner = httpx2.AsyncHTTPTransport()
+        self.sent: list[httpx2.Request] = []
+        self.bodies: list[bytes] = []
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        port = self.replicas.servers[self.route(request.content)].port
+        request.url = request.url.copy_with(port=port)
+        request.headers["host"] = f"127.0.0.1:{port}"
+        self.sent.append(request)
+        response = await self.inner.handle_async_request(request)
+        if response.headers.get("content-type", "").startswith("application/json"):
+            body = await response.aread()
+            self.bodies.append(body)
+            return httpx2.Response(response.status_code, headers=response.headers, content=body, request=request)
+        return response
+
+
+def answer_round(transport: Routed, decision: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The next round of the recorded tools/call, answering every question with ``decision``."""
+    (call,) = [r for r in transport.sent if b'"tools/call"' in r.content and b"requestState" not in r.content]
+    asked = next(json.loads(body) for body in reversed(transport.bodies) if b"requestState" in body)["result"]
+    message = json.loads(call.content)
+    message["params"] = {
+        **message["params"],
+        "requestState": asked["requestState"],
+        "inputResponses": {key: decision for key in asked["inputRequests"]},
+    }
+    headers = {k: v for k, v in call.headers.items() if k.lower() not in {"content-length", "host"}}
+    return message, headers
+
+
+async def test_a_card_planned_on_one_replica_is_approved_on_another_2026_07_28(replicas: Replicas) -> None:
+    """The question's round goes to replica 0, the answering round (with its sealed requestState) to replica 1."""
+    transport = Routed(replicas, lambda body: 1 if b"requestState" in body else 0)
+    async with (
+        httpx2.AsyncClient(transport=transport, headers=BEARER, timeout=60) as http,
+        Client(streamable_http_client(replicas.mcp(0), http_client=http), elicitation_callback=Person()) as client,
+    ):
+        result = await client.call_tool(*scale(3))
+
+    assert result.structured_content is not None, result.content
+    assert (result.structured_content["status"], result.structured_content["changed"]) == ("executed", True)
+    (card,) = replicas.cards()
+    pids = [s.process.pid for s in replicas.servers if s.process is not None]
+    assert card["executor"].split(":")[1] == str(pids[1])  # replica 1 executed the card replica 0 planned
+    assert replicas.changes() == 1
+
+
+async def test_a_card_planned_on_one_replica_is_approved_on_another_2025_11_25(replicas: Replicas) -> None:
+    """Legacy sessions live on one replica: a client that cannot elicit plans on replica 0 (pending card);
+    the same person's elicitation-capable client on replica 2 asks for the same change, meets that
+    card, and approves it there."""
+    async with (
+        httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+        Client(streamable_http_client(replicas.mcp(0), http_client=http), mode="legacy") as planner,
+    ):
+        planned = await planner.call_tool(*scale(4))
+    assert planned.structured_content is not None and planned.structured_content["status"] == "pending"
+    assert replicas.changes() == 0
+
+    person = Person()
+    async with (
+        httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+        Client(
+            streamable_http_client(replicas.mcp(2), http_client=http), mode="legacy", elicitation_callback=person
+        ) as approver,
+    ):
+        approved = await approver.call_tool(*scale(4))
+
+    assert approved.structured_content is not None
+    assert approved.structured_content["card"]["id"] == planned.structured_content["card"]["id"]
+    assert (approved.structured_content["status"], approved.structured_content["changed"]) == ("executed", True)
+    assert len(person.messages) == 1 and replicas.changes() == 1
+
+
+async def test_fifty_racing_approvals_of_one_card_over_three_replicas_mutate_door_once(replicas: Replicas) -> None:
+    transport = Routed(replicas, lambda body: 0)
+    replies: list[str] = []
+
+    async def fifty_at_once(context: Any, params: Any) -> ElicitResult:
+        message, headers = answer_round(transport, {"action": "accept", "content": {"approve": True}})
+
+        async def approve(n: int) -> None:
+            async with httpx2.AsyncClient(timeout=60) as http:
+                reply = await http.post(replicas.mcp(n % 3), headers=headers, json=message)
+            replies.append(reply.text)
+
+        async with anyio.create_task_group() as group:
+            for n in range(50):
+                group.start_soon(approve, n)
+        return ElicitResult(action="decline")  # the person's own late answer: the card is decided already
+
+    async with (
+        httpx2.AsyncClient(transport=transport, headers=BEARER, timeout=60) as http,
+        Client(streamable_http_client(replicas.mcp(0), http_client=http), elicitation_callback=fifty_at_once) as c,
+    ):
+        late = await c.call_tool(*scale(5))
+
+    assert len(replies) == 50
+    decided_here = [text for text in replies if '"changed":true' in text.replace(" ", "")]
+    assert len(decided_here) == 1, [text[:200] for text in replies[:3]]
+    assert replicas.changes() == 1
+    assert late.structured_content is not None and late.structured_content["changed"] is False
+    (card,) = replicas.cards()
+    assert card["status"] == "executed"
+
+
+async def test_a_forged_or_altered_request_state_is_refused_by_every_replica(replicas: Replicas) -> None:
+    transport = Routed(replicas, lambda body: 0)
+    refusals: list[dict[str, Any]] = []
+
+    async def forge(context: Any, params: Any) -> ElicitResult:
+        message, headers = answer_round(transport, {"action": "accept", "content": {"approve": True}})
+        real = message["params"]["requestState"]
+        flipped = real[:-2] + ("A" if real[-2] != "A" else "B") + real[-1]
+        other_key = AESGCMRequestStateCodec([secrets.token_bytes(32)])
+        claims = {"v": 1, "iat": time.time(), "exp": time.time() + 600, "m": "tools/call", "s": "{}"}
+        forgeries = [flipped, other_key.seal(json.dumps(claims).encode()), '{"asked": {}}', real + "x"]
+        async with httpx2.AsyncClient(timeout=60) as http:
+            for n, forged in enumerate(forgeries * 3):
+                tampered = {**message, "params": {**message["params"], "requestState": forged}}
+                reply = await http.post(replicas.mcp(n % 3), headers=headers, json=tampered)
+                refusals.append(reply.json())
+        return ElicitResult(action="decline")
+
+    async with (
+        httpx2.AsyncClient(transport=transport, headers=BEARER, timeout=60) as http,
+        Client(streamable_http_client(replicas.mcp(0), http_client=http), elicitation_callback=forge) as client,
+    ):
+        result = await client.call_tool(*scale(6))
+
+    assert len(refusals) == 12
+    for reply in refusals:
+        assert reply["error"]["message"] == "Invalid or expired requestState", reply
+    assert result.structured_content is not None and result.structured_content["status"] == "declined"
+    assert replicas.changes() == 0
+
+
+async def test_a_replica_killed_while_it_executes_is_settled_by_a_live_one_within_60_s(replicas: Replicas) -> None:
+    def kill_replica_0_when_sent() -> None:
+        wait_until(lambda: replicas.faults_left() == 0, "the PATCH to reach Door")
+        replicas.servers[0].kill()
+
+    async def hold_then_kill() -> None:
+        replicas.fault(route=PATCH_ROUTE, status=None, latency_ms=1500, count=1)
+        threading.Thread(target=kill_replica_0_when_sent, daemon=True).start()
+
+    with pytest.raises(Exception):  # noqa: B017 (the replica died under the call: any transport error)
+        with anyio.fail_after(30):
+            async with (
+                httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+                Client(
+                    streamable_http_client(replicas.mcp(0), http_client=http),
+                    elicitation_callback=Person("accept", hold_then_kill),
+                ) as client,
+            ):
+                await client.call_tool(*scale(3))
+    (card,) = replicas.cards()
+    assert card["status"] == "executing"
+    killed_at = time.monotonic()
+
+    await anyio.to_thread.run_sync(
+        lambda: wait_until(lambda: replicas.cards()[0]["status"] != "executing", "a live replica to settle it", 60)
+    )
+    assert time.monotonic() - killed_at < 60
+    async with (
+        httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+        Client(streamable_http_client(replicas.mcp(1), http_client=http)) as client,
+    ):
+        shown = await client.call_tool("get_card", {"card_id": card["id"]})
+    assert shown.structured_content is not None
+    final = shown.structured_content["card"]
+    assert final["status"] in ("executed", "outcome_unknown")  # its request had left: never "nothing changed"
+    assert replicas.changes() <= 1
+    if final["status"] == "executed":
+        assert replicas.changes() == 1
+    assert "recovered" in [event["event"] for event in shown.structured_content["audit"]]
+
+
+async def test_every_replica_reports_ready_and_live_without_a_token(replicas: Replicas) -> None:
+    with httpx2.Client(timeout=10) as http:
+        for server in replicas.servers:
+            ready = http.get(f"http://127.0.0.1:{server.port}/healthz")
+            assert (ready.status_code, ready.json()) == (200, {"status": "ok", "store": "postgresql"})
+            assert http.get(f"http://127.0.0.1:{server.port}/livez").status_code == 200
