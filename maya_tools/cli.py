@@ -19,6 +19,7 @@ commands:
   chat                talk to Maya in the terminal; changes wait for your y on a card (--offline: no model)
   eval                score tool choice on the versioned request set (offline always; live with ANTHROPIC_API_KEY)
   serve               run the MCP server (stdio by default; --transport streamable-http)
+  cards               read the card store: list, show CARD_ID, audit CARD_ID (changes nothing)
   reference-backend   run the Door API reference backend on its own
 """
 
@@ -86,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     if command == "serve":
         return _serve(rest)
+    if command == "cards":
+        from maya_tools.cards_cli import main as cards_main
+
+        return cards_main(rest)
     if command == "demo":
         from maya_tools.demo import main as demo_main
 
