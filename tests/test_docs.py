@@ -46,6 +46,11 @@ NOT_RUN = {
     ("README.md", "needs the Claude Code CLI and your own install path"),
     ("client.md", "rewrites the committed cassettes, which tests/backend_client/test_cassettes.py replays"),
     ("development.md", "rewrites committed snapshots"),
+    ("deploy.md", "needs your PostgreSQL, your Door and a key; tests/maya_tools/test_replicas_live.py starts the same"),
+    (
+        "deploy.md",
+        "needs your card store (tests/confirmation_cards/test_cards_cli.py runs these on SQLite and PostgreSQL)",
+    ),
 }
 """Every `# not run: <reason>` block; a new one fails the test until it is listed here."""
 

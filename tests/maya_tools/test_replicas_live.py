@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +27,7 @@ from mcp_types import ElicitResult
 
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.maya_tools.conftest import Person
-from tests.maya_tools.live import PATCH_ROUTE, Live, wait_until
+from tests.maya_tools.live import PATCH_ROUTE, Live, free_port, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -254,3 +256,61 @@ async def test_every_replica_reports_ready_and_live_without_a_token(replicas: Re
             ready = http.get(f"http://127.0.0.1:{server.port}/healthz")
             assert (ready.status_code, ready.json()) == (200, {"status": "ok", "store": "postgresql"})
             assert http.get(f"http://127.0.0.1:{server.port}/livez").status_code == 200
+
+
+def haproxy_config(replicas: Replicas, port: int) -> str:
+    """docs/deploy.md's HAProxy configuration as written, its addresses replaced by the test's loopback ones."""
+    text = (Path(__file__).parents[2] / "docs" / "deploy.md").read_text()
+    config = text.split("```haproxy\n", 1)[1].split("```", 1)[0]
+    config = config.replace("bind 0.0.0.0:8800", f"bind 127.0.0.1:{port}")
+    for n, server in enumerate(replicas.servers, start=1):
+        config = config.replace(f"10.0.0.1{n}:8765", f"127.0.0.1:{server.port}")
+    assert "10.0.0." not in config
+    return config
+
+
+@pytest.fixture
+def balanced(replicas: Replicas, tmp_path: Path) -> Iterator[str]:
+    """HAProxy (Debian's haproxy, installed by .ci/run) in front of the three replicas, with docs/deploy.md's config."""
+    port = free_port()
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(haproxy_config(replicas, port))
+    haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    process = subprocess.Popen([haproxy, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+
+        def every_replica_checked_up() -> bool:
+            assert process.poll() is None, process.stderr.read().decode() if process.stderr else "haproxy exited"
+            try:
+                with httpx2.Client(timeout=2) as http:
+                    seen = {http.get(f"http://127.0.0.1:{port}/healthz").status_code for _ in range(6)}
+                return seen == {200}
+            except httpx2.HTTPError:
+                return False
+
+        wait_until(every_replica_checked_up, "HAProxy to pass its health checks")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_documented_haproxy_config_carries_a_card_to_approval_across_the_replicas(
+    balanced: str, replicas: Replicas, mode: str
+) -> None:
+    """Through the balancer, both protocol generations plan, ask and approve; 2025-11-25 sessions
+    stick to their replica, 2026-07-28 rounds land wherever round robin sends them."""
+    person = Person()
+    async with (
+        httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+        Client(streamable_http_client(balanced, http_client=http), mode=mode, elicitation_callback=person) as client,
+    ):
+        first = await client.call_tool("list_node_pools", {"cluster": "payments-prod"})
+        assert not first.is_error
+        result = await client.call_tool(*scale(3))
+    assert result.structured_content is not None, result.content
+    assert (result.structured_content["status"], result.structured_content["changed"]) == ("executed", True)
+    assert len(person.messages) == 1 and replicas.changes() == 1
