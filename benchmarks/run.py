@@ -1,6 +1,7 @@
 """Issue 10's table, measured in one run: each measure beside its anchor, interleaved and repeated.
 
 Run: .venv/bin/python benchmarks/run.py [--repeat N] [--cards N] [--runs N] [--json PATH]
+     [--postgres postgresql://… [--throughput-cards N] [--only-stores]]
 
 Anchors: the reference backend's own GET of the same data (for list_nodes, the backend in its own
 uvicorn process on loopback; elsewhere the FastAPI app over ASGI, same process), an empty ``MCPServer`` with one trivial tool over the same SDK client, and a bare FastAPI
@@ -388,21 +389,48 @@ async def busiest_step() -> None:
     )
 
 
+async def store_throughput(tmp: Path, postgres: str | None, cards: int) -> None:
+    """Card create + approve per second: SQLite, PostgreSQL (one server), PostgreSQL (three replicas)."""
+    from benchmarks.stores import sqlite_location, throughput
+
+    def fresh(clock: ManualClock) -> ReferenceBackend:
+        return big_backend(clock, pools=cards, nodes=1)
+
+    clock = ManualClock()
+    sqlite = await throughput(fresh(clock), clock, [sqlite_location(tmp)], cards)
+    row(f"card create + approve, SQLite file ({cards} cards, 10 at a time)", sqlite, None, "reported", True, "cards/s")
+    if postgres is None:
+        print("PostgreSQL lines skipped: pass --postgres postgresql://… (an empty database or schema)")
+        return
+    clock = ManualClock()
+    one = await throughput(fresh(clock), clock, [postgres], cards)
+    row(f"card create + approve, PostgreSQL, one server ({cards} cards)", one, sqlite, "reported", True, "cards/s")
+    clock = ManualClock()
+    three = await throughput(fresh(clock), clock, [postgres] * 3, cards)
+    row(f"card create + approve, PostgreSQL, three replicas ({cards} cards)", three, sqlite, "reported", True, "cards/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cards", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results.json")
+    parser.add_argument("--postgres", help="a postgresql:// URL for the card-store throughput lines")
+    parser.add_argument("--throughput-cards", type=int, default=200)
+    parser.add_argument("--only-stores", action="store_true", help="measure only the card-store throughput lines")
     args = parser.parse_args()
     logging.disable(logging.INFO)  # the HTTP clients log every request
     with tempfile.TemporaryDirectory() as tmp:
-        anyio.run(remote_reads, args.repeat, Path(tmp))  # first: the peak RSS is measured there
-        anyio.run(reads, args.repeat, Path(tmp))
-        anyio.run(planning, Path(tmp), args.cards)
-        anyio.run(approved_runs, Path(tmp), args.runs)
-    anyio.run(busiest_step)
-    cold_start(args.repeat)
+        if not args.only_stores:
+            anyio.run(remote_reads, args.repeat, Path(tmp))  # first: the peak RSS is measured there
+            anyio.run(reads, args.repeat, Path(tmp))
+            anyio.run(planning, Path(tmp), args.cards)
+            anyio.run(approved_runs, Path(tmp), args.runs)
+        anyio.run(store_throughput, Path(tmp), args.postgres, args.throughput_cards)
+    if not args.only_stores:
+        anyio.run(busiest_step)
+        cold_start(args.repeat)
     header = f"{'measure':<64} {'ours':>10} {'anchor':>10} {'ratio':>7}  {'goal':<20} met"
     print(header)
     for r in ROWS:
