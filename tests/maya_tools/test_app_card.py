@@ -88,7 +88,9 @@ async def test_the_view_s_secret_approves_once_and_door_applies_the_change_once(
     assert done.structured_content["status"] == "executed" and done.structured_content["changed"] is True
     assert again.is_error and "nothing was changed" in str(again.content)
     assert secret not in card_read
-    assert [op["kind"] for op in await operations(door)] == ["pool.update"]
+    [op] = await operations(door)
+    assert op["kind"] == "pool.update"
+    assert done.structured_content["operation_id"] == op["id"], "the view follows this operation"
     assert (await pool(door, "workers") or {}).get("count") == 4
     store = SqliteCardStore(card_store)
     [card] = store.list()
@@ -106,6 +108,7 @@ async def test_decline_from_the_view_changes_nothing(
         done = await decide(client, card_id, secret, "decline")
         late = await decide(client, card_id, secret, "approve")
     assert done.structured_content is not None and done.structured_content["status"] == "declined"
+    assert done.structured_content.get("operation_id") is None, "nothing to follow"
     assert late.is_error
     assert await operations(door) == []
 
