@@ -71,10 +71,16 @@ async def serve_host(route: Route) -> None:
 
 
 async def show_card(
-    chromium: Browser, client: Client, scheme: Scheme = "light", forge: bool = False, page_clock: bool = False
+    chromium: Browser,
+    client: Client,
+    scheme: Scheme = "light",
+    forge: bool = False,
+    page_clock: bool = False,
+    failing: frozenset[str] = frozenset(),
 ) -> tuple[Page, FrameLocator, list[str]]:
     """The host's part of a change tool call: call it, read its view, render it with the result.
-    With ``page_clock`` the page's timers are playwright's, for the test to run."""
+    With ``page_clock`` the page's timers are playwright's, for the test to run; calls of the tools
+    in ``failing`` are answered with an error instead of reaching the server."""
     result = await client.call_tool(*SCALE)
     assert not result.is_error, result
     read = await client.read_resource(APP_URI)
@@ -89,6 +95,8 @@ async def show_card(
 
     async def call_tool(params: dict[str, Any]) -> dict[str, Any]:
         calls.append(params["name"])
+        if params["name"] in failing:
+            return {"isError": True, "content": [{"type": "text", "text": "the host could not reach the server"}]}
         return wire(await client.call_tool(params["name"], params.get("arguments") or {}))
 
     context = await chromium.new_context(viewport={"width": WIDTH, "height": 640}, color_scheme=scheme)
@@ -237,3 +245,22 @@ async def test_the_view_stops_following_after_fifteen_minutes(
         stopped = await reads(step)
         await page.clock.run_for(20 * 60_000)
         assert await reads(step) == stopped
+
+
+async def test_the_view_gives_up_after_three_failed_reads_and_says_so(
+    tmp_path: Path, door_clock: ManualClock, chromium: Browser
+) -> None:
+    async with in_process_client(tmp_path, door_clock) as client:
+        page, view, _ = await show_card(
+            chromium, client, page_clock=True, failing=frozenset({"get_cluster_operations"})
+        )
+        await view.get_by_role("button", name="Approve").click()
+        ok, said = await outcome(view)
+        assert ok and "Door accepted" in said, "the approval stands; only following it failed"
+        step = view.locator("#progress")
+        for tries in (1, 2):
+            await expect(step).to_have_text(f"Could not read Door's progress ({tries} of 3 tries); trying again.")
+            await page.clock.run_for(2_000)
+        await expect(step).to_have_text("Could not read Door's progress; follow it with get_cluster_operations.")
+        await page.clock.run_for(20 * 60_000)
+        assert await step.get_attribute("data-reads") == "3"
