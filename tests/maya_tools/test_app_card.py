@@ -259,3 +259,30 @@ async def test_fifty_concurrent_approvals_from_the_view_execute_once(
                 group.start_soon(press)
     assert sum(1 for r in results if not r.is_error) == 1
     assert [op["kind"] for op in await operations(door)] == ["pool.update"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_view_can_follow_the_operation_its_approval_started(
+    server: MCPServer[Any], clock: ManualClock, mode: str
+) -> None:
+    """What the view reads after Approve: get_cluster_operations of the card's cluster (by id) lists
+    the operation decide_card named, running, then succeeded once Door's workers are Running."""
+    async with apps_client(server, mode) as client:
+        shown, card_id, secret = await show(client)
+        assert shown.structured_content is not None
+        cluster_id = shown.structured_content["card"]["cluster_id"]
+        done = await decide(client, card_id, secret)
+        assert done.structured_content is not None
+        operation_id = done.structured_content["operation_id"]
+
+        async def followed() -> dict[str, Any]:
+            read = await client.call_tool("get_cluster_operations", {"cluster": cluster_id})
+            assert not read.is_error and read.structured_content is not None
+            [op] = [o for o in read.structured_content["operations"] if o["id"] == operation_id]
+            return op
+
+        running = await followed()
+        clock.advance(600)
+        settled = await followed()
+    assert running["status"] == "running" and running["message"] == "2/4 workers Running"
+    assert settled["status"] == "succeeded" and settled["message"] == "4/4 workers Running"
