@@ -8,6 +8,12 @@ the pending card without eliciting (its text for the model as always, the whole 
 which is bound to the card and to the caller's principal and spent atomically before
 ``lifecycle.decide`` (single use, expiry, stale re-check, idempotent execution, audit as for a form).
 
+After an approval that Door accepted, ``decide_card`` returns the operation id and the view follows
+that operation by polling ``get_cluster_operations`` (read-only, the caller's own Door token) until
+it succeeds or fails, at most every 2 s and for at most 15 minutes, and never after teardown. That
+tool is already the model's own read, so the view reads nothing the model could not; a new app-only
+read tool would add surface and would not fit ``tools/list``'s 20 KB budget.
+
 The view is one self-contained document: the vendored ext-apps SDK bundle
 (``static/ext-apps/app-with-deps.js``, MIT, refreshed by ``scripts/refresh_ext_apps.sh``) is inlined,
 and nothing is loaded from the network.
@@ -43,6 +49,7 @@ class Decided(BaseModel):
     status: CardStatus
     changed: Changed
     message: str
+    operation_id: str | None = None
 
 
 def _bundle_as_global(bundle: str) -> str:
@@ -75,7 +82,7 @@ async def decide_card(
     decision: Annotated[Literal["approve", "decline"], Field(description="The person's choice.")],
     ctx: Context[Any, Any],
 ) -> Decided:
-    """Decide a card from its view (app-only; needs the view's one-time secret)."""
+    """Decide a card from its view (needs the view's one-time secret)."""
     runtime = runtime_of(ctx)
     principal = runtime.principal(ctx)
     try:
@@ -88,7 +95,7 @@ async def decide_card(
         lifecycle.Approve() if decision == "approve" else lifecycle.Decline("declined on the app card")
     )
     done = await decide_as(runtime, ctx, card, chosen, channel=CHANNEL)
-    return Decided(status=done.status, changed=done.changed, message=done.message)
+    return Decided(status=done.status, changed=done.changed, message=done.message, operation_id=done.operation_id)
 
 
 def build_apps() -> Apps:

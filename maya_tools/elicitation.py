@@ -92,10 +92,10 @@ class PageAnswer(BaseModel):
 
 
 NO_CHANNEL = (
-    "Nothing was changed. This MCP client cannot ask you to approve (it does not support MCP "
-    "elicitation), so the card is pending and will expire unapproved at {expires}. To approve "
-    "changes, use a client that supports elicitation (VS Code, Claude Code, Cursor, the Maya chat: "
-    "`maya-tools chat`); a card is never approved automatically.\n"
+    "Nothing was changed. This MCP client cannot ask you to approve (it declares neither MCP "
+    "elicitation nor MCP Apps), so the card is pending and will expire unapproved at {expires}. To "
+    "approve changes, use a client that declares one: elicitation (VS Code, Claude Code, Cursor, the "
+    "Maya chat: `maya-tools chat`) or MCP Apps (Claude, ChatGPT); a card is never approved automatically.\n"
     "A client with URL-mode elicitation only gets a one-time link to the server's approval page instead."
 )
 LINK_QUESTION = (

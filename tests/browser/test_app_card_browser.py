@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,13 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
-from playwright.async_api import Browser, FrameLocator, Page, Route
+from playwright.async_api import Browser, FrameLocator, Locator, Page, Route, expect
 
 from maya_tools.app_secret import APP_URI, META_KEY
+from maya_tools.server import build_server
+from maya_tools.settings import Settings
+from reference_backend.backend import ReferenceBackend
+from reference_backend.clock import ManualClock
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.browser.conftest import WIDTH
 from tests.browser.test_approval_page_browser import Scheme, pool_updates, screenshot
@@ -66,9 +71,16 @@ async def serve_host(route: Route) -> None:
 
 
 async def show_card(
-    chromium: Browser, client: Client, scheme: Scheme = "light", forge: bool = False
+    chromium: Browser,
+    client: Client,
+    scheme: Scheme = "light",
+    forge: bool = False,
+    page_clock: bool = False,
+    failing: frozenset[str] = frozenset(),
 ) -> tuple[Page, FrameLocator, list[str]]:
-    """The host's part of a change tool call: call it, read its view, render it with the result."""
+    """The host's part of a change tool call: call it, read its view, render it with the result.
+    With ``page_clock`` the page's timers are playwright's, for the test to run; calls of the tools
+    in ``failing`` are answered with an error instead of reaching the server."""
     result = await client.call_tool(*SCALE)
     assert not result.is_error, result
     read = await client.read_resource(APP_URI)
@@ -83,12 +95,16 @@ async def show_card(
 
     async def call_tool(params: dict[str, Any]) -> dict[str, Any]:
         calls.append(params["name"])
+        if params["name"] in failing:
+            return {"isError": True, "content": [{"type": "text", "text": "the host could not reach the server"}]}
         return wire(await client.call_tool(params["name"], params.get("arguments") or {}))
 
     context = await chromium.new_context(viewport={"width": WIDTH, "height": 640}, color_scheme=scheme)
     page = await context.new_page()
     await page.route(f"{HOST}**", serve_host)
     await page.expose_function("hostCallTool", call_tool)
+    if page_clock:
+        await page.clock.install()
     await page.goto(HOST + "host.html")
     await page.evaluate(
         "(args) => window.startHost(args)",
@@ -125,9 +141,13 @@ async def test_approve_in_the_view_applies_the_change_once_and_shows_the_outcome
         await view.get_by_role("button", name="Approve").click()
         ok, said = await outcome(view)
         assert ok and "Door accepted" in said, said
+        # Then it follows Door's operation (the server's backend runs 100× real time) until it settles.
+        await expect(view.locator("#progress")).to_have_attribute("data-state", "succeeded", timeout=30_000)
+        await expect(view.locator("#progress")).to_have_text("Updating pool workers: done (4/4 workers Running)")
+        await expect(view.locator("#progress-bar")).to_be_hidden()
         await shot(page, "app-card-done-light.png")
         assert await pool_updates(client) == 1
-        assert calls == ["decide_card"]
+        assert calls[0] == "decide_card" and set(calls[1:]) == {"get_cluster_operations"}, calls
 
 
 async def test_decline_in_the_view_changes_nothing(http_url: str, chromium: Browser) -> None:
@@ -150,3 +170,97 @@ async def test_a_forged_secret_in_the_view_changes_nothing(http_url: str, chromi
         assert not ok and "executed" not in said.lower(), said
         assert await pool_updates(client) == 0
         assert calls == ["decide_card"], "the forged secret did reach the server, and was refused"
+
+
+@pytest.fixture
+def door_clock() -> ManualClock:
+    """Door's clock, moved only by the test; it starts now, so the card's time left reads as in life."""
+    return ManualClock(start=datetime.now(UTC))
+
+
+@asynccontextmanager
+async def in_process_client(tmp_path: Path, door_clock: ManualClock) -> AsyncIterator[Client]:
+    """An Apps client of the server in this process, on an embedded backend whose clock the test drives."""
+    settings = Settings(card_store=str(tmp_path / "cards.sqlite3"), door_token=DEMO_ADMIN_TOKEN, approver="tester")
+    server = build_server(settings, backend=ReferenceBackend(clock=door_clock, seed="demo"))
+    async with Client(server, extensions=[APPS]) as client:
+        yield client
+
+
+async def approved_and_following(chromium: Browser, client: Client) -> tuple[Page, FrameLocator, Locator]:
+    page, view, _ = await show_card(chromium, client, page_clock=True)
+    await view.get_by_role("button", name="Approve").click()
+    step = view.locator("#progress")
+    await expect(step).to_have_attribute("data-state", "running")
+    await expect(step).to_have_text("Updating pool workers: in progress (2/4 workers Running)")
+    await expect(view.locator("#progress-bar")).to_be_visible()
+    return page, view, step
+
+
+async def reads(step: Locator) -> int:
+    """How many times the view has read Door's operations (it counts them as it starts each read)."""
+    return int(await step.get_attribute("data-reads") or 0)
+
+
+async def test_the_view_follows_door_s_operation_step_by_step_until_it_settles_then_stops_reading(
+    tmp_path: Path, door_clock: ManualClock, chromium: Browser
+) -> None:
+    async with in_process_client(tmp_path, door_clock) as client:
+        page, view, step = await approved_and_following(chromium, client)
+        door_clock.advance(110)  # the new workers are provisioned, not yet Ready
+        await page.clock.run_for(2_000)
+        await expect(step).to_have_text("Updating pool workers: in progress (2/4 workers Running)")
+        door_clock.advance(30)
+        await page.clock.run_for(2_000)
+        await expect(step).to_have_attribute("data-state", "succeeded")
+        await expect(step).to_have_text("Updating pool workers: done (4/4 workers Running)")
+        await expect(view.locator("#progress-bar")).to_be_hidden()
+        settled = await reads(step)
+        await page.clock.run_for(20 * 60_000)
+        assert await reads(step) == settled, "a settled operation is not read again"
+
+
+async def test_the_view_stops_reading_when_the_host_tears_it_down(
+    tmp_path: Path, door_clock: ManualClock, chromium: Browser
+) -> None:
+    async with in_process_client(tmp_path, door_clock) as client:
+        page, _, step = await approved_and_following(chromium, client)
+        await page.clock.run_for(2_000)
+        await expect(step).to_have_attribute("data-reads", "2")  # still following while shown
+        await page.evaluate("window.teardown()")
+        await page.clock.run_for(20 * 60_000)
+        assert await reads(step) == 2
+
+
+async def test_the_view_stops_following_after_fifteen_minutes(
+    tmp_path: Path, door_clock: ManualClock, chromium: Browser
+) -> None:
+    """Door's operation never ends here (its clock stands still): the view gives up, and says so."""
+    async with in_process_client(tmp_path, door_clock) as client:
+        page, _, step = await approved_and_following(chromium, client)
+        await page.clock.fast_forward(15 * 60_000)
+        await expect(step).to_have_text(
+            "Still running after 15 minutes; stopped following. Follow it with get_cluster_operations."
+        )
+        stopped = await reads(step)
+        await page.clock.run_for(20 * 60_000)
+        assert await reads(step) == stopped
+
+
+async def test_the_view_gives_up_after_three_failed_reads_and_says_so(
+    tmp_path: Path, door_clock: ManualClock, chromium: Browser
+) -> None:
+    async with in_process_client(tmp_path, door_clock) as client:
+        page, view, _ = await show_card(
+            chromium, client, page_clock=True, failing=frozenset({"get_cluster_operations"})
+        )
+        await view.get_by_role("button", name="Approve").click()
+        ok, said = await outcome(view)
+        assert ok and "Door accepted" in said, "the approval stands; only following it failed"
+        step = view.locator("#progress")
+        for tries in (1, 2):
+            await expect(step).to_have_text(f"Could not read Door's progress ({tries} of 3 tries); trying again.")
+            await page.clock.run_for(2_000)
+        await expect(step).to_have_text("Could not read Door's progress; follow it with get_cluster_operations.")
+        await page.clock.run_for(20 * 60_000)
+        assert await step.get_attribute("data-reads") == "3"

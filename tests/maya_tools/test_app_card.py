@@ -88,7 +88,9 @@ async def test_the_view_s_secret_approves_once_and_door_applies_the_change_once(
     assert done.structured_content["status"] == "executed" and done.structured_content["changed"] is True
     assert again.is_error and "nothing was changed" in str(again.content)
     assert secret not in card_read
-    assert [op["kind"] for op in await operations(door)] == ["pool.update"]
+    [op] = await operations(door)
+    assert op["kind"] == "pool.update"
+    assert done.structured_content["operation_id"] == op["id"], "the view follows this operation"
     assert (await pool(door, "workers") or {}).get("count") == 4
     store = SqliteCardStore(card_store)
     [card] = await store.list()
@@ -106,6 +108,7 @@ async def test_decline_from_the_view_changes_nothing(
         done = await decide(client, card_id, secret, "decline")
         late = await decide(client, card_id, secret, "approve")
     assert done.structured_content is not None and done.structured_content["status"] == "declined"
+    assert done.structured_content.get("operation_id") is None, "nothing to follow"
     assert late.is_error
     assert await operations(door) == []
 
@@ -256,3 +259,30 @@ async def test_fifty_concurrent_approvals_from_the_view_execute_once(
                 group.start_soon(press)
     assert sum(1 for r in results if not r.is_error) == 1
     assert [op["kind"] for op in await operations(door)] == ["pool.update"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_view_can_follow_the_operation_its_approval_started(
+    server: MCPServer[Any], clock: ManualClock, mode: str
+) -> None:
+    """What the view reads after Approve: get_cluster_operations of the card's cluster (by id) lists
+    the operation decide_card named, running, then succeeded once Door's workers are Running."""
+    async with apps_client(server, mode) as client:
+        shown, card_id, secret = await show(client)
+        assert shown.structured_content is not None
+        cluster_id = shown.structured_content["card"]["cluster_id"]
+        done = await decide(client, card_id, secret)
+        assert done.structured_content is not None
+        operation_id = done.structured_content["operation_id"]
+
+        async def followed() -> dict[str, Any]:
+            read = await client.call_tool("get_cluster_operations", {"cluster": cluster_id})
+            assert not read.is_error and read.structured_content is not None
+            [op] = [o for o in read.structured_content["operations"] if o["id"] == operation_id]
+            return op
+
+        running = await followed()
+        clock.advance(600)
+        settled = await followed()
+    assert running["status"] == "running" and running["message"] == "2/4 workers Running"
+    assert settled["status"] == "succeeded" and settled["message"] == "4/4 workers Running"
