@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
@@ -27,7 +28,8 @@ from mcp_types import ElicitResult
 
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.maya_tools.conftest import Person
-from tests.maya_tools.live import PATCH_ROUTE, Live, free_port, wait_until
+from tests.maya_tools.live import PATCH_ROUTE, Live, Proc, free_port, wait_until
+from tests.maya_tools.test_approval_page import Browser, UrlOnlyClient, form_token, link_by_error, origin, press
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -39,10 +41,21 @@ class Replicas(Live):
     """``Live`` with three servers sharing one PostgreSQL store and one requestState key."""
 
     def __init__(self, tmp: Path, store: str) -> None:
+        self.balancer_port = free_port()  # where docs/deploy.md's HAProxy listens, when a test starts it
+        self.named: dict[str, Proc] = {}
         super().__init__(tmp, MAYA_CARD_STORE=store, MAYA_REQUEST_STATE_KEY=KEY)
         self.store = store
         with ThreadPoolExecutor(2) as starting:  # the other two replicas start side by side
-            list(starting.map(lambda _: self.serve(), range(2)))
+            list(starting.map(self.serve, ["r2", "r3"]))
+
+    def serve(self, name: str = "r1") -> str:
+        """Start replica ``name``, its approval-page links addressed to the balancer (``MAYA_PUBLIC_URL``)."""
+        port = free_port()
+        env = {**self.server_env, "MAYA_REPLICA": name, "MAYA_PUBLIC_URL": f"http://127.0.0.1:{self.balancer_port}"}
+        server = Proc(["serve", "--transport", "streamable-http", "--port", str(port)], port, env)
+        self.servers.append(server)
+        self.named[name] = server
+        return self.url
 
     def mcp(self, n: int) -> str:
         return f"http://127.0.0.1:{self.servers[n].port}/mcp"
@@ -258,13 +271,13 @@ async def test_every_replica_reports_ready_and_live_without_a_token(replicas: Re
             assert http.get(f"http://127.0.0.1:{server.port}/livez").status_code == 200
 
 
-def haproxy_config(replicas: Replicas, port: int) -> str:
+def haproxy_config(replicas: Replicas) -> str:
     """docs/deploy.md's HAProxy configuration as written, its addresses replaced by the test's loopback ones."""
     text = (Path(__file__).parents[2] / "docs" / "deploy.md").read_text()
     config = text.split("```haproxy\n", 1)[1].split("```", 1)[0]
-    config = config.replace("bind 0.0.0.0:8800", f"bind 127.0.0.1:{port}")
-    for n, server in enumerate(replicas.servers, start=1):
-        config = config.replace(f"10.0.0.1{n}:8765", f"127.0.0.1:{server.port}")
+    config = config.replace("bind 0.0.0.0:8800", f"bind 127.0.0.1:{replicas.balancer_port}")
+    for n in (1, 2, 3):
+        config = config.replace(f"10.0.0.1{n}:8765", f"127.0.0.1:{replicas.named[f'r{n}'].port}")
     assert "10.0.0." not in config
     return config
 
@@ -272,9 +285,9 @@ def haproxy_config(replicas: Replicas, port: int) -> str:
 @pytest.fixture
 def balanced(replicas: Replicas, tmp_path: Path) -> Iterator[str]:
     """HAProxy (Debian's haproxy, installed by .ci/run) in front of the three replicas, with docs/deploy.md's config."""
-    port = free_port()
+    port = replicas.balancer_port
     config = tmp_path / "haproxy.cfg"
-    config.write_text(haproxy_config(replicas, port))
+    config.write_text(haproxy_config(replicas))
     haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
     process = subprocess.Popen([haproxy, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -314,3 +327,35 @@ async def test_the_documented_haproxy_config_carries_a_card_to_approval_across_t
     assert result.structured_content is not None, result.content
     assert (result.structured_content["status"], result.structured_content["changed"]) == ("executed", True)
     assert len(person.messages) == 1 and replicas.changes() == 1
+
+
+async def test_an_approval_page_link_through_the_balancer_reaches_the_replica_that_asked(
+    balanced: str, replicas: Replicas
+) -> None:
+    """A URL-mode client's link names the balancer and its replica (``?via=``): the balancer sends it home.
+    The same link misrouted to another replica changes nothing and stays usable."""
+    async with (
+        httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+        UrlOnlyClient(streamable_http_client(balanced, http_client=http), elicitation_callback=Browser()) as client,
+    ):
+        url, said = await link_by_error(client)
+    base = f"http://127.0.0.1:{replicas.balancer_port}/approve/"
+    assert url.startswith(base) and url not in said
+    asked_by = parse_qs(urlsplit(url).query)["via"][0]
+    other = next(server for name, server in replicas.named.items() if name != asked_by)
+    balancer_host = {"Host": f"127.0.0.1:{replicas.balancer_port}"}
+    async with httpx2.AsyncClient(timeout=30) as browser:
+        page = await browser.get(url.replace(f":{replicas.balancer_port}/", f":{other.port}/"), headers=balancer_host)
+        misrouted = await browser.post(
+            url.replace(f":{replicas.balancer_port}/", f":{other.port}/"),
+            data={"csrf": form_token(page.text), "decision": "approve"},
+            headers={**balancer_host, "Origin": origin(url)},
+        )
+    assert misrouted.status_code == 409 and "Open the newest link" in misrouted.text
+    assert replicas.changes() == 0
+
+    approved = await press(url, "approve")  # through the balancer, as the person's browser goes
+    assert approved.status_code == 200 and "Status: executed" in approved.text
+    assert replicas.changes() == 1
+    (card,) = replicas.cards()
+    assert card["status"] == "executed"
