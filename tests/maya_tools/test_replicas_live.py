@@ -29,6 +29,7 @@ from mcp_types import ElicitResult
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.maya_tools.conftest import Person
 from tests.maya_tools.live import PATCH_ROUTE, Live, Proc, free_port, wait_until
+from tests.maya_tools.test_app_card import APPS, decide, show
 from tests.maya_tools.test_approval_page import Browser, UrlOnlyClient, form_token, link_by_error, origin, press
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
@@ -359,3 +360,30 @@ async def test_an_approval_page_link_through_the_balancer_reaches_the_replica_th
     assert replicas.changes() == 1
     (card,) = replicas.cards()
     assert card["status"] == "executed"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_app_card_shown_by_one_replica_is_decided_on_another_once(replicas: Replicas, mode: str) -> None:
+    """The view's one-time secret is checked against the shared store: any replica decides it, once."""
+    outcomes = []
+    for n, replica in enumerate((0, 2, 1)):
+        async with (
+            httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+            Client(
+                streamable_http_client(replicas.mcp(replica), http_client=http),
+                mode=mode,
+                extensions=[APPS],
+                elicitation_callback=Person(),
+            ) as client,
+        ):
+            if n == 0:
+                _, card_id, secret = await show(client)
+                assert replicas.changes() == 0
+            else:
+                outcomes.append(await decide(client, card_id, secret))
+
+    first, replayed = outcomes
+    assert not first.is_error and first.structured_content is not None, first
+    assert (first.structured_content["status"], first.structured_content["changed"]) == ("executed", True)
+    assert replayed.is_error  # the secret was spent on replica 2
+    assert replicas.changes() == 1
