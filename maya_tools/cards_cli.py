@@ -20,7 +20,7 @@ import anyio
 from confirmation_cards import CardStatus, CardStore, render_text
 from confirmation_cards.render import clean_text, when
 from confirmation_cards.stores import is_postgres, open_store
-from maya_tools.settings import Settings
+from maya_tools.settings import ConfigError, Settings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,7 +47,11 @@ def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
     args.card_store = getattr(args, "card_store", None)  # the parsers share these actions: no defaults set
     args.json = getattr(args, "json", False)
-    location = Settings.from_env(card_store=args.card_store).card_store
+    try:
+        location = Settings.from_env(card_store=args.card_store).card_store
+    except ConfigError as error:
+        print(f"maya-tools cards: {error}", file=sys.stderr)
+        return 2
     if not is_postgres(location) and location != ":memory:" and not Path(location).is_file():
         print(
             f"maya-tools cards: there is no card store at {location} (set MAYA_CARD_STORE or --card-store).",

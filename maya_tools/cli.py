@@ -44,16 +44,15 @@ def _serve(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 
-    from maya_tools.request_state import ConfigError
     from maya_tools.server import build_server
-    from maya_tools.settings import Settings
+    from maya_tools.settings import ConfigError, Settings
 
-    settings = Settings.from_env(read_only=args.read_only or None, card_store=args.card_store)
-    if settings.card_store != ":memory:" and not is_postgres(settings.card_store):
-        from pathlib import Path
-
-        Path(settings.card_store).parent.mkdir(parents=True, exist_ok=True)
     try:
+        settings = Settings.from_env(read_only=args.read_only or None, card_store=args.card_store)
+        if settings.card_store != ":memory:" and not is_postgres(settings.card_store):
+            from pathlib import Path
+
+            Path(settings.card_store).parent.mkdir(parents=True, exist_ok=True)
         if args.transport == "stdio":
             import anyio
 

@@ -25,14 +25,10 @@ from mcp.server.request_state import RequestStateSecurity
 
 from confirmation_cards import token_fingerprint
 from confirmation_cards.stores import is_postgres
-from maya_tools.settings import Settings
+from maya_tools.settings import ConfigError, Settings
 
 KEY_BYTES = 32
 GENERATE = 'python3 -c "import secrets; print(secrets.token_hex(32))"'
-
-
-class ConfigError(ValueError):
-    """A setting the server cannot start with; the message names it and what to do."""
 
 
 def bearer_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:

@@ -19,6 +19,25 @@ def default_card_store(env: Mapping[str, str]) -> Path:
     return Path(base) / "maya-tools" / "cards.sqlite3"
 
 
+class ConfigError(ValueError):
+    """A setting the server cannot start with; the message names it and what to do."""
+
+
+def _number(env: Mapping[str, str], name: str, default: float, *, whole: bool = False, least: float = 0.0) -> float:
+    """A numeric setting, or ``ConfigError`` naming it, what was given and what it must be."""
+    given = env.get(name)
+    if not given:
+        return default
+    try:
+        value = int(given) if whole else float(given)
+    except ValueError:
+        value = None
+    if value is None or value != value or value < least or value in (float("inf"), float("-inf")):
+        kind = "a whole number" if whole else "a number"
+        raise ConfigError(f"{name} must be {kind} of at least {least:g}, not {given[:40]!r}; unset it for {default:g}.")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     """What the server needs to know about its surroundings.
@@ -64,13 +83,13 @@ class Settings:
             "door_token": env.get("DOOR_TOKEN") or None,
             "card_store": env.get("MAYA_CARD_STORE") or str(default_card_store(env)),
             "read_only": env.get("MAYA_READ_ONLY", "").lower() in {"1", "true", "yes", "on"},
-            "card_ttl_seconds": float(env.get("MAYA_CARD_TTL_SECONDS") or 600.0),
-            "reference_time_scale": float(env.get("MAYA_REFERENCE_TIME_SCALE") or 10.0),
+            "card_ttl_seconds": _number(env, "MAYA_CARD_TTL_SECONDS", 600.0, least=1),
+            "reference_time_scale": _number(env, "MAYA_REFERENCE_TIME_SCALE", 10.0, least=0.001),
             "approver": env.get("MAYA_USER") or env.get("USER") or "local user",
-            "door_timeout_seconds": float(env.get("MAYA_DOOR_TIMEOUT_SECONDS") or 30.0),
-            "settle_seconds": float(env.get("MAYA_SETTLE_SECONDS") or 30.0),
-            "sweep_seconds": min(float(env.get("MAYA_SWEEP_SECONDS") or 10.0), 20.0),
-            "store_pool_size": int(env.get("MAYA_STORE_POOL_SIZE") or 10),
+            "door_timeout_seconds": _number(env, "MAYA_DOOR_TIMEOUT_SECONDS", 30.0, least=0.1),
+            "settle_seconds": _number(env, "MAYA_SETTLE_SECONDS", 30.0),
+            "sweep_seconds": min(_number(env, "MAYA_SWEEP_SECONDS", 10.0, least=0.1), 20.0),
+            "store_pool_size": int(_number(env, "MAYA_STORE_POOL_SIZE", 10, whole=True, least=1)),
             "request_state_key": env.get("MAYA_REQUEST_STATE_KEY") or None,
             "replica": env.get("MAYA_REPLICA") or None,
             "public_url": (env.get("MAYA_PUBLIC_URL") or "").rstrip("/") or None,
