@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.maya_tools.conftest import MODES, Person
-from tests.maya_tools.live import PATCH_ROUTE, Live, wait_until
+from tests.maya_tools.live import PATCH_ROUTE, Live, running, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -74,7 +75,16 @@ async def test_latency_beyond_the_clients_timeout_waits_for_the_first_answer_and
     assert live.changes() == 1
 
 
-async def test_door_killed_while_holding_the_patch_is_never_nothing_changed(live: Live) -> None:
+@pytest.fixture
+def door_down_throughout(tmp_path: Path) -> Iterator[Live]:
+    """Settling for 1 s, not 3: Door stays down for the whole call, so a longer window only repeats failed reads."""
+    with running(tmp_path, MAYA_SETTLE_SECONDS="1") as world:
+        yield world
+
+
+async def test_door_killed_while_holding_the_patch_is_never_nothing_changed(door_down_throughout: Live) -> None:
+    live = door_down_throughout
+
     def kill_when_held() -> None:
         wait_until(lambda: live.faults_left() == 0, "the PATCH to reach Door")
         live.door.kill()
