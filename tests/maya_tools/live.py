@@ -182,3 +182,19 @@ def live(tmp_path: Path) -> Iterator[Live]:
     """A real reference backend and a real server in front of it, stopped after the test."""
     with running(tmp_path) as world:
         yield world
+
+
+@pytest.fixture(scope="session")
+def shared_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """One backend and server per test process, for the tests that stop no process (see ``shared_live``)."""
+    with running(tmp_path_factory.mktemp("shared-live")) as world:
+        yield world
+
+
+@pytest.fixture
+def shared_live(shared_world: Live) -> Live:
+    """Like ``live``, for a test that kills and restarts nothing: the process pair is shared (starting one
+    costs a second or two), and Door is reset to the demo world with no faults before each test."""
+    response = shared_world.admin("POST", "/_reference/reset", json={"seed": "demo"})
+    assert response.status_code == 200, response.text
+    return shared_world

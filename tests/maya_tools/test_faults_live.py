@@ -52,7 +52,11 @@ def honest(status: str, changed: Any, applied: int) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("status", [503, 500])
-async def test_an_error_after_the_change_three_times_ends_executed_once(live: Live, mode: str, status: int) -> None:
+async def test_an_error_after_the_change_three_times_ends_executed_once(
+    shared_live: Live, mode: str, status: int
+) -> None:
+    live = shared_live
+
     async def after_change_errors() -> None:
         live.fault(route=PATCH_ROUTE, status=status, count=3, when="after")
 
@@ -63,8 +67,11 @@ async def test_an_error_after_the_change_three_times_ends_executed_once(live: Li
     assert live.changes() == 1
 
 
-async def test_latency_beyond_the_clients_timeout_waits_for_the_first_answer_and_executes_once(live: Live) -> None:
+async def test_latency_beyond_the_clients_timeout_waits_for_the_first_answer_and_executes_once(
+    shared_live: Live,
+) -> None:
     """The 1 s client times out on a 2.5 s Door; the keyed retry meets "in flight" (R-PATCH-09), waits, replays."""
+    live = shared_live
 
     async def slow_door() -> None:
         live.fault(route=PATCH_ROUTE, status=None, latency_ms=2500, count=1)
