@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp_types import CallToolResult, InputRequiredResult
+from mcp.server.mcpserver.tools import Tool
+from mcp_types import CallToolResult, Icon, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
 import prompts
@@ -69,6 +71,10 @@ def argument_problems(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
+_TOOLS: dict[tuple[Any, ...], Tool] = {}
+"""Each tool as the SDK first built it from its function, by the function's code and registration."""
+
+
 class MayaServer(MCPServer[Runtime]):
     """``MCPServer`` whose refusals of a call, not only of a tool body, say what to do."""
 
@@ -77,6 +83,62 @@ class MayaServer(MCPServer[Runtime]):
         self.read_only = read_only
         self.pages = pages
         """The approval page (URL elicitation); over streamable HTTP, mount ``pages.app`` next to /mcp."""
+
+    def add_tool(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        structured_output: bool | None = None,
+    ) -> None:
+        """The SDK's, except that a tool's schemas are derived once per process, not once per server.
+
+        Deriving them (pydantic models and JSON schemas) is nearly all of ``build_server``'s ~30 ms, which
+        every in-memory test pays. A tool function that closes over nothing makes the same tool from the
+        same code, so a copy of the first one serves, with its own schema dicts (``publish_compact``
+        replaces them per server).
+        """
+        if fn.__closure__ is not None or icons is not None or self._tool_manager.get_tool(name or fn.__name__):
+            super().add_tool(fn, name, title, description, annotations, icons, meta, structured_output)
+            return
+        key = (
+            fn.__code__,
+            repr(fn.__defaults__),
+            repr(fn.__kwdefaults__),
+            name,
+            title,
+            description,
+            annotations.model_dump_json() if annotations is not None else None,
+            structured_output,
+            json.dumps(meta, sort_keys=True),
+        )
+        first = _TOOLS.get(key)
+        if first is None:
+            first = _TOOLS[key] = Tool.from_function(
+                fn,
+                name=name,
+                title=title,
+                description=description,
+                annotations=annotations,
+                meta=meta,
+                structured_output=structured_output,
+            )
+        metadata = first.fn_metadata.model_copy(
+            update={"output_schema": copy.deepcopy(first.fn_metadata.output_schema)}
+        )
+        tool = first.model_copy(
+            update={
+                "fn": fn,
+                "parameters": copy.deepcopy(first.parameters),
+                "fn_metadata": metadata,
+                "meta": copy.deepcopy(first.meta),
+            }
+        )
+        self._tool_manager._tools[tool.name] = tool
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Runtime, Any] | None = None

@@ -19,11 +19,10 @@ import argparse
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import httpx2
-from anthropic import AsyncAnthropic
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -34,6 +33,9 @@ from maya_tools.chat.model import ModelChat, change_tools, list_all_tools, model
 from maya_tools.chat.offline import OfflineChat
 from maya_tools.chat.settings import DEFAULT_MODEL, ChatSettings
 from maya_tools.chat.terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns
+
+if TYPE_CHECKING:  # imported in ``run`` only with a key: the offline chat never loads the SDK (a second)
+    from anthropic import AsyncAnthropic
 
 QUIT = frozenset({"/quit", "/exit", "quit", "exit", ":q"})
 NO_KEY = (
@@ -160,6 +162,8 @@ async def run(
     async with AsyncExitStack() as stack:
         anthropic_client = None
         if key is not None:
+            from anthropic import AsyncAnthropic
+
             anthropic_client = await stack.enter_async_context(AsyncAnthropic(api_key=key))
         client = await stack.enter_async_context(connect(approval, settings, url=url, token=token))
         session = await open_session(

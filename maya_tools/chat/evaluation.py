@@ -34,12 +34,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, TextIO, cast
+from typing import TYPE_CHECKING, Any, Literal, TextIO, cast
 
-import anthropic
 import anyio
-from anthropic import AsyncAnthropic
-from anthropic.types import MessageParam, ToolParam
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
@@ -49,6 +46,10 @@ from maya_tools.chat.app import backend_description
 from maya_tools.chat.interpreter import Interpreter, Reply, World
 from maya_tools.chat.model import describe_api_error, list_all_tools, model_tools
 from maya_tools.chat.settings import ChatSettings
+
+if TYPE_CHECKING:  # imported by the live run only: the offline score never loads the SDK (a second)
+    from anthropic import AsyncAnthropic
+    from anthropic.types import MessageParam, ToolParam
 
 Category = Literal["change", "read", "ambiguous", "unsafe", "out_of_scope"]
 AnswerKind = Literal["refuse", "clarify", "out_of_scope"]
@@ -315,8 +316,10 @@ async def evaluate(
         reports.append(Report(f"live model {model}", (), skipped=reason))
         return reports
     assert api_key is not None
+    import anthropic
+
     system, tools = await server_context(connect)
-    make = anthropic_factory or (lambda key: AsyncAnthropic(api_key=key))
+    make = anthropic_factory or (lambda key: anthropic.AsyncAnthropic(api_key=key))
     name = f"live model {model}"
     try:
         async with make(api_key) as client:

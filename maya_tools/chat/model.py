@@ -12,16 +12,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import anthropic
-from anthropic import AsyncAnthropic
-from anthropic.types import Message, MessageParam, ToolParam
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, Tool
 
 from maya_tools.chat.terminal import Terminal, call_line, short
+
+if TYPE_CHECKING:  # the SDK takes a second to import; the offline chat and the server never need it
+    import anthropic
+    from anthropic import AsyncAnthropic
+    from anthropic.types import Message, MessageParam, ToolParam
 
 Block = dict[str, Any]
 
@@ -177,6 +179,8 @@ class ModelChat:
         self._mid_line = False  # streamed text has not ended its line yet
 
     async def turn(self, text: str) -> None:
+        import anthropic  # loaded already: this chat was given a client of it
+
         pending: list[Block] = [dict(m) for m in self.messages]
         pending.append({"role": "user", "content": [{"type": "text", "text": text}]})
         self._pending = pending
@@ -214,7 +218,7 @@ class ModelChat:
             )
             self.abandon(UNREACHABLE.format(error=type(error).__name__))
             return
-        self.messages = cast(list[MessageParam], pending)
+        self.messages = cast("list[MessageParam]", pending)
         self._pending = None
 
     def abandon(self, note: str = INTERRUPTED) -> None:
@@ -237,10 +241,10 @@ class ModelChat:
                 pending.append({"role": "user", "content": answers})
             else:
                 last["content"] = [*last["content"], _text(note)]
-                self.messages = cast(list[MessageParam], pending)
+                self.messages = cast("list[MessageParam]", pending)
                 return
         pending.append({"role": "assistant", "content": [_text(note)]})
-        self.messages = cast(list[MessageParam], pending)
+        self.messages = cast("list[MessageParam]", pending)
         self._results = []
 
     async def _stream(self, pending: list[Block]) -> Message:
@@ -249,7 +253,7 @@ class ModelChat:
             model=self.model,
             max_tokens=self.max_tokens,
             system=self.system,
-            messages=cast(list[MessageParam], pending),
+            messages=cast("list[MessageParam]", pending),
             tools=self.tools,
         ) as stream:
             async for event in stream:
@@ -307,6 +311,8 @@ def _declared_arguments(tool: ToolParam) -> frozenset[str]:
 
 
 def describe_api_error(error: anthropic.APIError) -> str:
+    import anthropic
+
     if isinstance(error, anthropic.AuthenticationError):
         return "the API key was refused (check ANTHROPIC_API_KEY)"
     if isinstance(error, anthropic.APIConnectionError):

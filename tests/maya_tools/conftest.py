@@ -79,4 +79,4 @@ async def pool(door: httpx2.AsyncClient, name: str, cluster_id: str = DEMO_CLUST
     return next((p for p in response.json()["items"] if p["name"] == name), None)
 
 
-from tests.maya_tools.live import live  # noqa: E402, F401 (the real-process fixture of the fault and hijack tests)
+from tests.maya_tools.live import live, shared_live, shared_world  # noqa: E402, F401 (real-process fixtures of the fault and hijack tests)

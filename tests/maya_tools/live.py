@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +47,24 @@ def _listening(port: int) -> bool:
 
 
 class Proc:
-    def __init__(self, args: list[str], port: int, env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], port: int, env: dict[str, str], *, wait: bool = True) -> None:
         self.args, self.port, self.env = args, port, env
         self.process: subprocess.Popen[bytes] | None = None
-        self.start()
+        self.start(wait=wait)
 
-    def start(self) -> None:
+    def start(self, *, wait: bool = True) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "maya_tools.cli", *self.args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=self.env,
         )
+        if wait:
+            self.wait_listening()
+
+    def wait_listening(self) -> None:
         process = self.process
+        assert process is not None
 
         def up() -> bool:
             if process.poll() is not None:
@@ -73,12 +79,10 @@ class Proc:
         self.process.wait(timeout=10)
 
     def stop(self) -> None:
+        """SIGKILL: what a test asserts is settled before its teardown, and a graceful uvicorn shutdown
+        of each process would add half a second to every test."""
         if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+            self.kill()
         if self.process is not None and self.process.stderr is not None:
             self.process.stderr.close()
 
@@ -107,6 +111,7 @@ class Live:
             ],
             self.door_port,
             base_env(),
+            wait=False,  # the server needs Door only for requests: both start at once
         )
         self.card_store = tmp / "cards.sqlite3"
         self.server_env = {
@@ -121,6 +126,7 @@ class Live:
         }
         self.servers: list[Proc] = []
         self.serve()
+        self.door.wait_listening()
 
     def serve(self) -> str:
         port = free_port()
@@ -161,11 +167,34 @@ class Live:
         return sum(op["kind"] == kind for op in state.json()["operations"])
 
 
-@pytest.fixture
-def live(tmp_path: Path) -> Iterator[Live]:
-    """A real reference backend and a real server in front of it, stopped after the test."""
-    world = Live(tmp_path)
+@contextmanager
+def running(tmp: Path, **server_env: str) -> Iterator[Live]:
+    """A real reference backend and a real server in front of it (``server_env`` over the defaults), then stopped."""
+    world = Live(tmp, **server_env)
     try:
         yield world
     finally:
         world.close()
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Live]:
+    """A real reference backend and a real server in front of it, stopped after the test."""
+    with running(tmp_path) as world:
+        yield world
+
+
+@pytest.fixture(scope="session")
+def shared_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """One backend and server per test process, for the tests that stop no process (see ``shared_live``)."""
+    with running(tmp_path_factory.mktemp("shared-live")) as world:
+        yield world
+
+
+@pytest.fixture
+def shared_live(shared_world: Live) -> Live:
+    """Like ``live``, for a test that kills and restarts nothing: the process pair is shared (starting one
+    costs a second or two), and Door is reset to the demo world with no faults before each test."""
+    response = shared_world.admin("POST", "/_reference/reset", json={"seed": "demo"})
+    assert response.status_code == 200, response.text
+    return shared_world

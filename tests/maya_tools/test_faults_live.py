@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.maya_tools.conftest import MODES, Person
-from tests.maya_tools.live import PATCH_ROUTE, Live, wait_until
+from tests.maya_tools.live import PATCH_ROUTE, Live, running, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -51,7 +52,11 @@ def honest(status: str, changed: Any, applied: int) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("status", [503, 500])
-async def test_an_error_after_the_change_three_times_ends_executed_once(live: Live, mode: str, status: int) -> None:
+async def test_an_error_after_the_change_three_times_ends_executed_once(
+    shared_live: Live, mode: str, status: int
+) -> None:
+    live = shared_live
+
     async def after_change_errors() -> None:
         live.fault(route=PATCH_ROUTE, status=status, count=3, when="after")
 
@@ -62,8 +67,11 @@ async def test_an_error_after_the_change_three_times_ends_executed_once(live: Li
     assert live.changes() == 1
 
 
-async def test_latency_beyond_the_clients_timeout_waits_for_the_first_answer_and_executes_once(live: Live) -> None:
+async def test_latency_beyond_the_clients_timeout_waits_for_the_first_answer_and_executes_once(
+    shared_live: Live,
+) -> None:
     """The 1 s client times out on a 2.5 s Door; the keyed retry meets "in flight" (R-PATCH-09), waits, replays."""
+    live = shared_live
 
     async def slow_door() -> None:
         live.fault(route=PATCH_ROUTE, status=None, latency_ms=2500, count=1)
@@ -74,7 +82,16 @@ async def test_latency_beyond_the_clients_timeout_waits_for_the_first_answer_and
     assert live.changes() == 1
 
 
-async def test_door_killed_while_holding_the_patch_is_never_nothing_changed(live: Live) -> None:
+@pytest.fixture
+def door_down_throughout(tmp_path: Path) -> Iterator[Live]:
+    """Settling for 1 s, not 3: Door stays down for the whole call, so a longer window only repeats failed reads."""
+    with running(tmp_path, MAYA_SETTLE_SECONDS="1") as world:
+        yield world
+
+
+async def test_door_killed_while_holding_the_patch_is_never_nothing_changed(door_down_throughout: Live) -> None:
+    live = door_down_throughout
+
     def kill_when_held() -> None:
         wait_until(lambda: live.faults_left() == 0, "the PATCH to reach Door")
         live.door.kill()

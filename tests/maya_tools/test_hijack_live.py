@@ -59,9 +59,10 @@ def unknown_session_answer(live: Live) -> tuple[int, str]:
     return answer.status_code, answer.text
 
 
-async def test_another_bearer_with_the_victims_session_id_cannot_answer_read_or_close_it(live: Live) -> None:
+async def test_another_bearer_with_the_victims_session_id_cannot_answer_read_or_close_it(shared_live: Live) -> None:
     """2025-11-25: the elicitation travels on the victim's session; an attacker's POST of an accepting
     answer, GET of the stream and DELETE of the session are answered like an unknown session."""
+    live = shared_live
     victim = Recording()
     attempts: list[tuple[int, str]] = []
 
@@ -104,9 +105,10 @@ async def test_another_bearer_with_the_victims_session_id_cannot_answer_read_or_
     assert live.changes() == 0
 
 
-async def test_a_replayed_request_state_with_another_bearer_approves_nothing(live: Live) -> None:
+async def test_a_replayed_request_state_with_another_bearer_approves_nothing(shared_live: Live) -> None:
     """2026-07-28: the answering round carries `requestState`; replayed with another bearer and an
     accepting answer, it meets no card of that principal and nothing executes."""
+    live = shared_live
     victim = Recording()
     replies: list[httpx2.Response] = []
 

@@ -18,12 +18,6 @@ import time
 from collections import Counter
 from typing import Any
 
-import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
-from schemathesis import GenerationMode
-from schemathesis.errors import FailureGroup
-from schemathesis.openapi.checks import RejectedPositiveData
-
 from backend_client.models import NodePool, PublicNodePoolCreateRequest
 from reference_backend import seed
 from reference_backend.app import create_app
@@ -61,6 +55,14 @@ def test_schemathesis_finds_no_server_error_no_rejected_valid_request_and_no_sch
     """R-ADD-01/03/04/05/06, R-PATCH-01/02/06, R-RNODE-03 as published in /openapi.json: what the
     schema calls valid is accepted (whole-number floats such as `170.0` included), and every answer
     is the documented one."""
+    # Imported here: schemathesis and hypothesis take seconds to import (and to assertion-rewrite, as
+    # pytest plugin distributions), which the test process that does not run this test is spared.
+    import schemathesis
+    from hypothesis import HealthCheck, Phase, given, settings
+    from schemathesis import GenerationMode
+    from schemathesis.errors import FailureGroup
+    from schemathesis.openapi.checks import RejectedPositiveData
+
     backend = ReferenceBackend(ManualClock())
     schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(backend))
     failures: list[str] = []
