@@ -12,11 +12,12 @@ def is_postgres(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
 
-async def open_store(location: str | Path, *, pool_size: int = 10) -> CardStore:
-    """The store ``location`` names: a ``postgresql://`` URL (shared by replicas), else a SQLite file
-    or ``":memory:"``. psycopg is imported only for PostgreSQL."""
+async def open_store(location: str | Path, *, pool_size: int = 10, connect_seconds: float = 30.0) -> CardStore:
+    """The store ``location`` names: a ``postgresql://`` URL (shared by replicas; its server is waited
+    for up to ``connect_seconds``), else a SQLite file or ``":memory:"``. psycopg is imported only for
+    PostgreSQL."""
     if isinstance(location, str) and is_postgres(location):
         from confirmation_cards.store_postgres import PostgresCardStore
 
-        return await PostgresCardStore.open(location, pool_size=pool_size)
+        return await PostgresCardStore.open(location, pool_size=pool_size, connect_seconds=connect_seconds)
     return SqliteCardStore(location)

@@ -9,8 +9,13 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from confirmation_cards.stores import is_postgres
+
+if TYPE_CHECKING:
+    from maya_tools.runtime import Transport
+    from maya_tools.settings import Settings
 
 USAGE = """usage: maya-tools COMMAND [options]
 
@@ -53,15 +58,19 @@ def _serve(argv: Sequence[str]) -> int:
             from pathlib import Path
 
             Path(settings.card_store).parent.mkdir(parents=True, exist_ok=True)
-        if args.transport == "stdio":
+        transport: Transport = "stdio" if args.transport == "stdio" else "streamable-http"
+        page_url = None if transport == "stdio" else settings.public_url or f"http://{args.host}:{args.port}"
+        server = build_server(settings, transport=transport, page_url=page_url)  # refuses unusable settings
+        if is_postgres(settings.card_store):
             import anyio
 
-            server = build_server(settings, transport="stdio")
+            anyio.run(_reach_store, settings)  # one line and exit 2 when it does not answer, not a traceback
+        if transport == "stdio":
+            import anyio
+
             anyio.run(server.run_stdio_async)
             return 0
-        page_url = settings.public_url or f"http://{args.host}:{args.port}"
-        server = build_server(settings, transport="streamable-http", page_url=page_url)
-    except ConfigError as error:
+    except (ConfigError, ConnectionError) as error:
         print(f"maya-tools serve: {error}", file=sys.stderr)
         return 2
 
@@ -76,6 +85,14 @@ def _serve(argv: Sequence[str]) -> int:
     logging.getLogger("maya_tools").info("MCP over streamable HTTP at http://%s:%d/mcp", args.host, args.port)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
     return 0
+
+
+async def _reach_store(settings: Settings) -> None:
+    """Open the PostgreSQL card store once (creating or migrating its schema) before serving anyone."""
+    from confirmation_cards.stores import open_store
+
+    store = await open_store(settings.card_store, pool_size=1, connect_seconds=settings.store_connect_seconds)
+    await store.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

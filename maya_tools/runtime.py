@@ -178,7 +178,9 @@ async def open_runtime(
     time: DoorTime = WallTime()
     embedded_token: str | None = None
     # The store first: a database that cannot be reached stops the server before it serves anyone.
-    store = await open_store(settings.card_store, pool_size=settings.store_pool_size)
+    store = await open_store(
+        settings.card_store, pool_size=settings.store_pool_size, connect_seconds=settings.store_connect_seconds
+    )
     if settings.embedded or backend is not None:
         # Imported here only: a server pointed at Door never loads FastAPI or the reference backend.
         from maya_tools.embedded import embed

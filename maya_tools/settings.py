@@ -57,6 +57,7 @@ class Settings:
     settle_seconds: float = 30.0
     sweep_seconds: float = 10.0
     store_pool_size: int = 10
+    store_connect_seconds: float = 30.0
     request_state_key: str | None = field(default=None, repr=False)
     replica: str | None = None
     """This replica's name behind a load balancer; approval-page links carry it (``?via=``) so the
@@ -74,7 +75,8 @@ class Settings:
         ``MAYA_CARD_TTL_SECONDS``, ``MAYA_REFERENCE_TIME_SCALE``, ``MAYA_USER``, ``MAYA_DOOR_TIMEOUT_SECONDS``
         (one Door request), ``MAYA_SWEEP_SECONDS`` (how often orphaned executing cards are looked for, at
         most 20), ``MAYA_SETTLE_SECONDS`` (how long an unclear answer is settled by reading
-        Door back), ``MAYA_STORE_POOL_SIZE`` (connections to a PostgreSQL card store) and
+        Door back), ``MAYA_STORE_POOL_SIZE`` and ``MAYA_STORE_CONNECT_SECONDS`` (connections to a
+        PostgreSQL card store, and how long its server is waited for at start) and
         ``MAYA_REQUEST_STATE_KEY`` (the key every replica seals ``requestState`` with), ``MAYA_REPLICA``
         and ``MAYA_PUBLIC_URL`` (behind a load balancer); keyword overrides win."""
         env = os.environ if env is None else env
@@ -90,6 +92,7 @@ class Settings:
             "settle_seconds": _number(env, "MAYA_SETTLE_SECONDS", 30.0),
             "sweep_seconds": min(_number(env, "MAYA_SWEEP_SECONDS", 10.0, least=0.1), 20.0),
             "store_pool_size": int(_number(env, "MAYA_STORE_POOL_SIZE", 10, whole=True, least=1)),
+            "store_connect_seconds": _number(env, "MAYA_STORE_CONNECT_SECONDS", 30.0, least=0.1),
             "request_state_key": env.get("MAYA_REQUEST_STATE_KEY") or None,
             "replica": env.get("MAYA_REPLICA") or None,
             "public_url": (env.get("MAYA_PUBLIC_URL") or "").rstrip("/") or None,
