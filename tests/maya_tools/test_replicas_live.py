@@ -31,6 +31,7 @@ from tests.maya_tools.conftest import Person
 from tests.maya_tools.live import PATCH_ROUTE, Live, Proc, free_port, wait_until
 from tests.maya_tools.test_app_card import APPS, decide, show
 from tests.maya_tools.test_approval_page import Browser, UrlOnlyClient, form_token, link_by_error, origin, press
+from tests.postgres import PostgresServer, fresh_schema
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -67,8 +68,34 @@ class Replicas(Live):
         return [{**json.loads(data), "executor": executor} for data, executor in rows]
 
 
+    def reset(self) -> None:
+        """Door back to the demo world with no faults, and no cards in the store (the audit stays: append-only)."""
+        response = self.admin("POST", "/_reference/reset", json={"seed": "demo"})
+        assert response.status_code == 200, response.text
+        with psycopg.connect(self.store, autocommit=True) as conn:
+            conn.execute("DELETE FROM maya_cards")
+
+
+@pytest.fixture(scope="module")
+def shared_replicas(tmp_path_factory: pytest.TempPathFactory, postgres: PostgresServer) -> Iterator[Replicas]:
+    """One Door and three replicas per test process, for the tests that stop no process (starting four
+    processes costs a second or two of the machine's two cores)."""
+    world = Replicas(tmp_path_factory.mktemp("replicas"), postgres.schema_url(fresh_schema()))
+    try:
+        yield world
+    finally:
+        world.close()
+
+
 @pytest.fixture
-def replicas(tmp_path: Path, postgres_url: str) -> Iterator[Replicas]:
+def replicas(shared_replicas: Replicas) -> Replicas:
+    shared_replicas.reset()
+    return shared_replicas
+
+
+@pytest.fixture
+def own_replicas(tmp_path: Path, postgres_url: str) -> Iterator[Replicas]:
+    """Door and three replicas of this test's own, for a test that kills one."""
     world = Replicas(tmp_path, postgres_url)
     try:
         yield world
@@ -223,7 +250,8 @@ async def test_a_forged_or_altered_request_state_is_refused_by_every_replica(rep
     assert replicas.changes() == 0
 
 
-async def test_a_replica_killed_while_it_executes_is_settled_by_a_live_one_within_60_s(replicas: Replicas) -> None:
+async def test_a_replica_killed_while_it_executes_is_settled_by_a_live_one_within_60_s(own_replicas: Replicas) -> None:
+    replicas = own_replicas
     def kill_replica_0_when_sent() -> None:
         wait_until(lambda: replicas.faults_left() == 0, "the PATCH to reach Door")
         replicas.servers[0].kill()
