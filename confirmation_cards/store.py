@@ -201,8 +201,27 @@ class CardStore(Protocol):
     async def close(self) -> None: ...
 
 
-def _ts(when: datetime) -> float:
+def timestamp(when: datetime) -> float:
+    """A moment as the stores keep it: seconds since the epoch, UTC."""
     return when.astimezone(UTC).timestamp()
+
+
+def created_entry(card: Card) -> AuditEntry:
+    """The audit row every store appends with a new card: what it will send, and the body's digest."""
+    detail = f"{card.action} {card.method} {card.path} body sha256 {card.body_digest}"
+    return AuditEntry("created", card.created_at, detail=detail)
+
+
+def moved(card: Card, update: Mapping[str, Any], to: CardStatus) -> Card:
+    """``card`` in state ``to`` with ``update`` applied, re-validated rather than model_copy'd, so an
+    update can never smuggle in a malformed field."""
+    return Card.model_validate({**card.model_dump(), **update, "status": to})
+
+
+def lease_of(row: tuple[Any, ...] | Any) -> Lease:
+    """A lease from a row of (id, executor, lease_until, sending)."""
+    until = None if row[2] is None else datetime.fromtimestamp(row[2], UTC)
+    return Lease(row[0], row[1], until, bool(row[3]))
 
 
 class SqliteCardStore:
@@ -257,8 +276,8 @@ class SqliteCardStore:
                     (
                         card.id,
                         card.status.value,
-                        _ts(card.created_at),
-                        _ts(card.expires_at),
+                        timestamp(card.created_at),
+                        timestamp(card.expires_at),
                         card.model_dump_json(),
                         card.principal,
                         card.action,
@@ -266,14 +285,7 @@ class SqliteCardStore:
                         card.target_fingerprint,
                     ),
                 )
-                self._append(
-                    card.id,
-                    AuditEntry(
-                        "created",
-                        card.created_at,
-                        detail=f"{card.action} {card.method} {card.path} body sha256 {card.body_digest}",
-                    ),
-                )
+                self._append(card.id, created_entry(card))
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -328,7 +340,7 @@ class SqliteCardStore:
     async def find_live(
         self, principal: str | None, action: str, digest: str, fingerprint: str, now: datetime
     ) -> Card | None:
-        return self._one(FIND_LIVE, (digest, action, principal, CardStatus.PENDING.value, fingerprint, _ts(now)))
+        return self._one(FIND_LIVE, (digest, action, principal, CardStatus.PENDING.value, fingerprint, timestamp(now)))
 
     async def find_asked(self, principal: str | None, action: str, digest: str) -> Card | None:
         return self._one(FIND_ASKED, (digest, action, principal, CardStatus.PENDING.value))
@@ -355,7 +367,7 @@ class SqliteCardStore:
                 if moved is not None:
                     self._db.execute(
                         "UPDATE cards SET executor = ?, lease_until = ?, sending = 0 WHERE id = ?",
-                        (executor, _ts(until), card_id),
+                        (executor, timestamp(until), card_id),
                     )
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -374,7 +386,7 @@ class SqliteCardStore:
     async def renew(self, card_id: str, executor: str, until: datetime) -> bool:
         return self._guarded(
             "UPDATE cards SET lease_until = ? WHERE id = ? AND status = ? AND executor = ?",
-            (_ts(until), card_id, CardStatus.EXECUTING.value, executor),
+            (timestamp(until), card_id, CardStatus.EXECUTING.value, executor),
             card_id,
             None,
         )
@@ -385,15 +397,12 @@ class SqliteCardStore:
                 "SELECT id, executor, lease_until, sending FROM cards WHERE status = ? ORDER BY created_at, id",
                 (CardStatus.EXECUTING.value,),
             ).fetchall()
-        return [
-            Lease(row[0], row[1], None if row[2] is None else datetime.fromtimestamp(row[2], UTC), bool(row[3]))
-            for row in rows
-        ]
+        return [lease_of(row) for row in rows]
 
     async def take_over(self, card_id: str, *, old: str | None, new: str, until: datetime, entry: AuditEntry) -> bool:
         return self._guarded(
             "UPDATE cards SET executor = ?, lease_until = ? WHERE id = ? AND status = ? AND executor IS ?",
-            (new, _ts(until), card_id, CardStatus.EXECUTING.value, old),
+            (new, timestamp(until), card_id, CardStatus.EXECUTING.value, old),
             card_id,
             entry,
         )
@@ -440,7 +449,7 @@ class SqliteCardStore:
         with self._lock:
             rows = self._db.execute(
                 "SELECT id FROM cards WHERE status = ? AND expires_at <= ? ORDER BY expires_at",
-                (CardStatus.PENDING.value, _ts(now)),
+                (CardStatus.PENDING.value, timestamp(now)),
             ).fetchall()
         return [row[0] for row in rows]
 
@@ -463,16 +472,15 @@ class SqliteCardStore:
         card = Card.model_validate_json(row[0])
         if live_at is not None and live_at >= card.expires_at:
             return None
-        # Re-validated rather than model_copy'd, so an update can never smuggle in a malformed field.
-        moved = Card.model_validate({**card.model_dump(), **update, "status": to})
+        after = moved(card, update, to)
         cursor = self._db.execute(
             "UPDATE cards SET status = ?, data = ? WHERE id = ? AND status = ?",
-            (to.value, moved.model_dump_json(), card_id, expected.value),
+            (to.value, after.model_dump_json(), card_id, expected.value),
         )
         if cursor.rowcount != 1:
             return None
         self._append(card_id, entry)
-        return moved
+        return after
 
     def _append(self, card_id: str, entry: AuditEntry) -> None:
         self._db.execute(

@@ -32,7 +32,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from confirmation_cards.models import AuditEvent, Card, CardStatus
-from confirmation_cards.store import AuditEntry, Lease
+from confirmation_cards.store import AuditEntry, Lease, created_entry, lease_of, moved, timestamp
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: cards (with the lease and lookup columns the SQLite store grew in its migrations 1–3),
@@ -91,10 +91,6 @@ FIND_ASKED = (
     "ORDER BY status = %s DESC, created_at DESC LIMIT 1"
 )
 _AUDIT_COLUMNS = ("seq", "card_id", "at", "event", "by", "status_code", "operation_id", "rule", "detail")
-
-
-def _ts(when: datetime) -> float:
-    return when.astimezone(UTC).timestamp()
 
 
 class StoreUnavailable(ConnectionError):
@@ -197,7 +193,7 @@ class PostgresCardStore:
         async with self._pool.connection() as conn:
             cursor = await conn.execute(
                 "SELECT id FROM maya_cards WHERE status = %s AND expires_at <= %s ORDER BY expires_at",
-                (CardStatus.PENDING.value, _ts(now)),
+                (CardStatus.PENDING.value, timestamp(now)),
             )
             return [row[0] for row in await cursor.fetchall()]
 
@@ -205,7 +201,7 @@ class PostgresCardStore:
         self, principal: str | None, action: str, digest: str, fingerprint: str, now: datetime
     ) -> Card | None:
         return await self._one(
-            FIND_LIVE, (digest, action, principal or "", CardStatus.PENDING.value, fingerprint, _ts(now))
+            FIND_LIVE, (digest, action, principal or "", CardStatus.PENDING.value, fingerprint, timestamp(now))
         )
 
     async def find_asked(self, principal: str | None, action: str, digest: str) -> Card | None:
@@ -218,10 +214,7 @@ class PostgresCardStore:
                 (CardStatus.EXECUTING.value,),
             )
             rows = await cursor.fetchall()
-        return [
-            Lease(row[0], row[1], None if row[2] is None else datetime.fromtimestamp(row[2], UTC), bool(row[3]))
-            for row in rows
-        ]
+        return [lease_of(row) for row in rows]
 
     async def has_link(self, card_id: str, link_hash: str) -> bool:
         async with self._pool.connection() as conn:
@@ -248,8 +241,8 @@ class PostgresCardStore:
                 (
                     card.id,
                     card.status.value,
-                    _ts(card.created_at),
-                    _ts(card.expires_at),
+                    timestamp(card.created_at),
+                    timestamp(card.expires_at),
                     card.model_dump_json(),
                     card.principal or "",
                     card.action,
@@ -257,8 +250,7 @@ class PostgresCardStore:
                     card.target_fingerprint,
                 ),
             )
-            detail = f"{card.action} {card.method} {card.path} body sha256 {card.body_digest}"
-            await self._append(conn, card.id, AuditEntry("created", card.created_at, detail=detail))
+            await self._append(conn, card.id, created_entry(card))
         return card
 
     async def transition(
@@ -284,7 +276,7 @@ class PostgresCardStore:
         live_at: datetime,
     ) -> Card | None:
         return await self._move(
-            card_id, CardStatus.PENDING, CardStatus.EXECUTING, entry, update, live_at, lease=(executor, _ts(until))
+            card_id, CardStatus.PENDING, CardStatus.EXECUTING, entry, update, live_at, lease=(executor, timestamp(until))
         )
 
     async def mark_sending(self, card_id: str, executor: str) -> bool:
@@ -298,7 +290,7 @@ class PostgresCardStore:
     async def renew(self, card_id: str, executor: str, until: datetime) -> bool:
         return await self._guarded(
             "UPDATE maya_cards SET lease_until = %s WHERE id = %s AND status = %s AND executor = %s RETURNING id",
-            (_ts(until), card_id, CardStatus.EXECUTING.value, executor),
+            (timestamp(until), card_id, CardStatus.EXECUTING.value, executor),
             card_id,
             None,
         )
@@ -307,7 +299,7 @@ class PostgresCardStore:
         return await self._guarded(
             "UPDATE maya_cards SET executor = %s, lease_until = %s WHERE id = %s AND status = %s "
             "AND executor IS NOT DISTINCT FROM %s RETURNING id",
-            (new, _ts(until), card_id, CardStatus.EXECUTING.value, old),
+            (new, timestamp(until), card_id, CardStatus.EXECUTING.value, old),
             card_id,
             entry,
         )
@@ -358,8 +350,7 @@ class PostgresCardStore:
                 card = Card.model_validate_json(row[0])
                 if live_at is not None and live_at >= card.expires_at:
                     raise _Unmoved
-                # Re-validated rather than model_copy'd, so an update can never smuggle in a malformed field.
-                moved = Card.model_validate({**card.model_dump(), **update, "status": to})
+                after = moved(card, update, to)
                 executor, until = lease if lease is not None else (None, None)
                 cursor = await conn.execute(
                     "UPDATE maya_cards SET status = %s, data = %s, "
@@ -369,7 +360,7 @@ class PostgresCardStore:
                     "WHERE id = %s AND status = %s RETURNING id",
                     (
                         to.value,
-                        moved.model_dump_json(),
+                        after.model_dump_json(),
                         lease is not None,
                         executor,
                         lease is not None,
@@ -384,7 +375,7 @@ class PostgresCardStore:
                 await self._append(conn, card_id, entry)
         except _Unmoved:
             return None
-        return moved
+        return after
 
     @staticmethod
     async def _append(conn: psycopg.AsyncConnection[TupleRow], card_id: str, entry: AuditEntry) -> None:
