@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.request_state import AESGCMRequestStateCodec
 from mcp_types import ElicitResult
 
-from reference_backend.seed import DEMO_ADMIN_TOKEN
+from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_MEMBER_TOKEN, DEMO_OUTSIDER_TOKEN
 from tests.maya_tools.conftest import Person
 from tests.maya_tools.live import PATCH_ROUTE, Live, Proc, free_port, wait_until
 from tests.maya_tools.test_app_card import APPS, decide, show
@@ -235,6 +235,13 @@ async def test_a_forged_or_altered_request_state_is_refused_by_every_replica(rep
                 tampered = {**message, "params": {**message["params"], "requestState": forged}}
                 reply = await http.post(replicas.mcp(n % 3), headers=headers, json=tampered)
                 refusals.append(reply.json())
+            # The real state with another person's token: refused by the seal's principal binding,
+            # before any tool code could look for that person's card.
+            for n, token in enumerate((DEMO_MEMBER_TOKEN, DEMO_OUTSIDER_TOKEN, "not-a-door-token")):
+                stolen = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+                stolen["Authorization"] = f"Bearer {token}"
+                reply = await http.post(replicas.mcp(n % 3), headers=stolen, json=message)
+                refusals.append(reply.json())
         return ElicitResult(action="decline")
 
     async with (
@@ -243,7 +250,7 @@ async def test_a_forged_or_altered_request_state_is_refused_by_every_replica(rep
     ):
         result = await client.call_tool(*scale(6))
 
-    assert len(refusals) == 12
+    assert len(refusals) == 12 + 3
     for reply in refusals:
         assert reply["error"]["message"] == "Invalid or expired requestState", reply
     assert result.structured_content is not None and result.structured_content["status"] == "declined"
