@@ -34,8 +34,15 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """One event loop per module, so one Chromium serves the module's tests (each gets its own context)."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
 async def chromium() -> AsyncIterator[Browser]:
+    """Debian's Chromium, launched once per module: a launch costs about a second of CPU."""
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=chromium_path(), args=ARGS)
         try:
