@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
@@ -115,7 +116,10 @@ class PostgresCardStore:
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 10, connect_seconds: float = 30.0) -> PostgresCardStore:
-        """Connect, then create or migrate the schema; raises ``psycopg.Error`` naming what failed."""
+        """Connect (waiting up to ``connect_seconds`` for the server), then create or migrate the schema.
+
+        Raises ``StoreUnavailable`` naming ``host:port/db`` when no connection is made, and
+        ``psycopg.Error`` when a migration fails; a cancelled open closes its pool and stays cancelled."""
         pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]] = AsyncConnectionPool(
             url,
             min_size=1,
@@ -127,18 +131,23 @@ class PostgresCardStore:
         )
         try:
             await pool.open(wait=True, timeout=connect_seconds)
-        except BaseException as error:
+        except Exception as error:
             await pool.close()
             raise StoreUnavailable(
                 f"The PostgreSQL card store at {where(url)} did not accept a connection within {connect_seconds:g} s "
                 f"({type(error).__name__}). Check that the server runs, that MAYA_CARD_STORE names it, and that "
                 "its user may connect."
             ) from error
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await pool.close()
+            raise
         store = cls(pool)
         try:
             await store.migrate()
         except BaseException:
-            await pool.close()
+            with anyio.CancelScope(shield=True):
+                await pool.close()
             raise
         return store
 

@@ -79,3 +79,4 @@ async def test_every_lookup_reads_an_index_never_the_whole_cards_table(postgres_
         for name, (sql, params, index) in queries.items():
             plan = " ".join(row[0] for row in conn.execute(f"EXPLAIN {sql}".encode(), params))
             assert index in plan and "Seq Scan" not in plan, f"{name}: {plan}"
+
