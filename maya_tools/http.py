@@ -20,7 +20,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from confirmation_cards import token_fingerprint
-from maya_tools.runtime import Runtime
+from maya_tools.runtime import Runtime, bearer_of
 
 
 class PagesFirst:
@@ -112,11 +112,7 @@ class RequireBearer:
 
 
 def _bearer(scope: Scope) -> str | None:
-    for name, value in scope.get("headers", []):
-        if name.lower() == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return token.strip() or None if scheme.lower() == "bearer" else None
-    return None
+    return bearer_of(_header(scope, b"authorization"))
 
 
 def _has_bearer(scope: Scope) -> bool:

@@ -25,6 +25,7 @@ from mcp.server.request_state import RequestStateSecurity
 
 from confirmation_cards import token_fingerprint
 from confirmation_cards.stores import is_postgres
+from maya_tools.runtime import bearer_of
 from maya_tools.settings import ConfigError, Settings
 
 KEY_BYTES = 32
@@ -34,12 +35,8 @@ GENERATE = 'python3 -c "import secrets; print(secrets.token_hex(32))"'
 def bearer_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
     """The token fingerprint of the HTTP request's bearer; None on stdio and in memory (one principal)."""
     headers = getattr(ctx.request, "headers", None)
-    if headers is None:
-        return None
-    scheme, _, token = str(headers.get("authorization") or "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token_fingerprint(token.strip())
+    token = None if headers is None else bearer_of(headers.get("authorization"))
+    return None if token is None else token_fingerprint(token)
 
 
 def request_state_security(settings: Settings) -> RequestStateSecurity:

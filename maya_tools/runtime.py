@@ -93,11 +93,10 @@ class Runtime:
         """
         if self.transport == "streamable-http":
             headers = ctx.headers or {}
-            value = headers.get("authorization") or headers.get("Authorization") or ""
-            scheme, _, token = value.partition(" ")
-            if scheme.lower() != "bearer" or not token.strip():
+            token = bearer_of(headers.get("authorization") or headers.get("Authorization"))
+            if token is None:
                 raise ToolError("This request carries no Door token: send `Authorization: Bearer <your Door token>`.")
-            return token.strip()
+            return token
         if self.settings.door_token:
             return self.settings.door_token
         if self.embedded_token is not None:
@@ -151,6 +150,15 @@ class Runtime:
 
     def now(self) -> datetime:
         return self.time.now()
+
+
+def bearer_of(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header value; None for any other value.
+
+    The one reading of the header: a call's Door token, a session's owner and a requestState's
+    principal all come from it."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
 
 
 def client_name(ctx: Context[Any, Any]) -> str:

@@ -6,11 +6,13 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, async_playwright
+
+from tests.maya_tools.test_transports import http_server
 
 ARGS = [
     "--no-sandbox",
@@ -49,3 +51,10 @@ async def chromium() -> AsyncIterator[Browser]:
             yield browser
         finally:
             await browser.close()
+
+
+@pytest.fixture
+def http_url(tmp_path: Path) -> Iterator[str]:
+    """A real `maya-tools serve --transport streamable-http` (embedded backend) on a free loopback port."""
+    with http_server(tmp_path) as url:
+        yield url

@@ -10,7 +10,7 @@ Re-take the screenshots in docs/img: MAYA_UPDATE_SCREENSHOTS=1 pytest tests/brow
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,18 +32,11 @@ from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.browser.conftest import WIDTH
 from tests.browser.test_approval_page_browser import Scheme, pool_updates, screenshot
 from tests.maya_tools.test_app_card import APPS, SCALE
-from tests.maya_tools.test_transports import http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
 HERE = Path(__file__).resolve().parent
 HOST = "http://host.test/"  # served by the test itself (page.route), never over the network
-
-
-@pytest.fixture
-def http_url(tmp_path: Path) -> Iterator[str]:
-    with http_server(tmp_path) as url:
-        yield url
 
 
 @asynccontextmanager

@@ -9,9 +9,8 @@ Re-take the screenshots in docs/img: MAYA_UPDATE_SCREENSHOTS=1 pytest tests/brow
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Literal
 
 import httpx2
@@ -24,17 +23,10 @@ from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.browser.conftest import IMG, WIDTH
 from tests.maya_tools.test_approval_page import Browser as LinkOpener
 from tests.maya_tools.test_approval_page import UrlOnlyClient, link_by_error
-from tests.maya_tools.test_transports import http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
 Scheme = Literal["light", "dark"]
-
-
-@pytest.fixture
-def http_url(tmp_path: Path) -> Iterator[str]:
-    with http_server(tmp_path) as url:
-        yield url
 
 
 @asynccontextmanager
