@@ -22,6 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 from playwright.async_api import Browser, FrameLocator, Locator, Page, Route, expect
+from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from maya_tools.app_secret import APP_URI, META_KEY
 from maya_tools.server import build_server
@@ -32,6 +33,7 @@ from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.browser.conftest import WIDTH
 from tests.browser.test_approval_page_browser import Scheme, pool_updates, screenshot
 from tests.maya_tools.test_app_card import APPS, SCALE
+from tests.maya_tools.test_transports import SERVER_LOGS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -115,10 +117,16 @@ async def shot(page: Page, name: str) -> None:
     await screenshot(page, name)
 
 
-async def outcome(view: FrameLocator) -> tuple[bool, str]:
-    """Wait for the view to settle; whether it shows success, and what it says."""
+async def outcome(view: FrameLocator, calls: list[str], http_url: str | None = None) -> tuple[bool, str]:
+    """Wait for the view to settle; whether it shows success, and what it says. If it never settles,
+    fail with what the view shows, the tools the host forwarded, and the server's log."""
     settled = view.locator("#outcome.ok, #outcome.bad")
-    await settled.wait_for()
+    try:
+        await settled.wait_for()
+    except PlaywrightTimeout:
+        shown = await view.locator("body").inner_text(timeout=5_000)
+        log = SERVER_LOGS[http_url].read_text()[-4_000:] if http_url in SERVER_LOGS else "(in-process server)"
+        raise AssertionError(f"the view never settled.\nview: {shown}\nforwarded: {calls}\nserver log: {log}") from None
     assert await view.get_by_role("button", name="Approve").is_disabled()
     assert await view.get_by_role("button", name="Decline").is_disabled()
     return "ok" in (await settled.get_attribute("class") or ""), await settled.inner_text()
@@ -132,7 +140,7 @@ async def test_approve_in_the_view_applies_the_change_once_and_shows_the_outcome
         await shot(page, "app-card-light.png")
         assert await pool_updates(client) == 0
         await view.get_by_role("button", name="Approve").click()
-        ok, said = await outcome(view)
+        ok, said = await outcome(view, calls, http_url)
         assert ok and "Door accepted" in said, said
         # Then it follows Door's operation (the server's backend runs 100× real time) until it settles.
         await expect(view.locator("#progress")).to_have_attribute("data-state", "succeeded", timeout=30_000)
@@ -148,7 +156,7 @@ async def test_decline_in_the_view_changes_nothing(http_url: str, chromium: Brow
         page, view, calls = await show_card(chromium, client, "dark")
         await shot(page, "app-card-dark.png")
         await view.get_by_role("button", name="Decline").click()
-        ok, said = await outcome(view)
+        ok, said = await outcome(view, calls, http_url)
         assert not ok and "declined" in said.lower(), said
         await shot(page, "app-card-done-dark.png")
         assert await pool_updates(client) == 0
@@ -159,7 +167,7 @@ async def test_a_forged_secret_in_the_view_changes_nothing(http_url: str, chromi
     async with apps_client(http_url) as client:
         _, view, calls = await show_card(chromium, client, forge=True)
         await view.get_by_role("button", name="Approve").click()
-        ok, said = await outcome(view)
+        ok, said = await outcome(view, calls, http_url)
         assert not ok and "executed" not in said.lower(), said
         assert await pool_updates(client) == 0
         assert calls == ["decide_card"], "the forged secret did reach the server, and was refused"
@@ -244,11 +252,11 @@ async def test_the_view_gives_up_after_three_failed_reads_and_says_so(
     tmp_path: Path, door_clock: ManualClock, chromium: Browser
 ) -> None:
     async with in_process_client(tmp_path, door_clock) as client:
-        page, view, _ = await show_card(
+        page, view, calls = await show_card(
             chromium, client, page_clock=True, failing=frozenset({"get_cluster_operations"})
         )
         await view.get_by_role("button", name="Approve").click()
-        ok, said = await outcome(view)
+        ok, said = await outcome(view, calls)
         assert ok and "Door accepted" in said, "the approval stands; only following it failed"
         step = view.locator("#progress")
         for tries in (1, 2):

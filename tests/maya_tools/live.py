@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -50,17 +51,25 @@ class Proc:
     def __init__(self, args: list[str], port: int, env: dict[str, str], *, wait: bool = True) -> None:
         self.args, self.port, self.env = args, port, env
         self.process: subprocess.Popen[bytes] | None = None
+        # The log goes to a file, never to a pipe nobody reads: a server whose log outgrew the pipe's
+        # 64 KB would block on its next log line, in the middle of whatever the test waits for.
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         self.start(wait=wait)
 
     def start(self, *, wait: bool = True) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "maya_tools.cli", *self.args],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=self.log,
             env=self.env,
         )
         if wait:
             self.wait_listening()
+
+    def logged(self) -> str:
+        """Everything the process (and its earlier starts) wrote to stderr so far."""
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
 
     def wait_listening(self) -> None:
         process = self.process
@@ -68,7 +77,7 @@ class Proc:
 
         def up() -> bool:
             if process.poll() is not None:
-                raise AssertionError(process.stderr.read().decode() if process.stderr else "exited")
+                raise AssertionError(self.logged() or "exited")
             return _listening(self.port)
 
         wait_until(up, f"{self.args[0]} to listen on {self.port}")
@@ -83,8 +92,7 @@ class Proc:
         of each process would add half a second to every test."""
         if self.process is not None and self.process.poll() is None:
             self.kill()
-        if self.process is not None and self.process.stderr is not None:
-            self.process.stderr.close()
+        self.log.close()
 
 
 def base_env() -> dict[str, str]:

@@ -325,11 +325,13 @@ def balanced(replicas: Replicas, tmp_path: Path) -> Iterator[str]:
     config = tmp_path / "haproxy.cfg"
     config.write_text(haproxy_config(replicas))
     haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
-    process = subprocess.Popen([haproxy, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = tmp_path / "haproxy.log"
+    with log.open("wb") as stderr:  # a file, not a pipe nobody reads
+        process = subprocess.Popen([haproxy, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=stderr)
     try:
 
         def every_replica_checked_up() -> bool:
-            assert process.poll() is None, process.stderr.read().decode() if process.stderr else "haproxy exited"
+            assert process.poll() is None, log.read_text() or "haproxy exited"
             try:
                 with httpx2.Client(timeout=2) as http:
                     seen = {http.get(f"http://127.0.0.1:{port}/healthz").status_code for _ in range(6)}
@@ -342,8 +344,6 @@ def balanced(replicas: Replicas, tmp_path: Path) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

@@ -115,15 +115,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+SERVER_LOGS: dict[str, Path] = {}
+"""The stderr log of each running ``http_server``, by its URL, for a failing test to show."""
+
+
 @contextmanager
 def http_server(tmp_path: Path) -> Iterator[str]:
+    """A real `maya-tools serve --transport streamable-http`; its log goes to a file, never to a pipe
+    nobody reads (a log past the pipe's 64 KB would block the server on its next line)."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "maya_tools.cli", "serve", "--transport", "streamable-http", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=server_env(tmp_path),
-    )
+    log_path = tmp_path / "server.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "maya_tools.cli", "serve", "--transport", "streamable-http", "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            env=server_env(tmp_path),
+        )
+    url = f"http://127.0.0.1:{port}/mcp"
     deadline = time.monotonic() + 30
     try:
         while True:
@@ -132,11 +141,12 @@ def http_server(tmp_path: Path) -> Iterator[str]:
                     break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    detail = process.stderr.read().decode() if process.stderr else "server did not start"
-                    raise RuntimeError(detail) from None
+                    raise RuntimeError(log_path.read_text() or "server did not start") from None
                 time.sleep(0.05)  # waiting for a process to bind, not for state
-        yield f"http://127.0.0.1:{port}/mcp"
+        SERVER_LOGS[url] = log_path
+        yield url
     finally:
+        SERVER_LOGS.pop(url, None)
         process.terminate()
         process.wait(timeout=10)
 
