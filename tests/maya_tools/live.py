@@ -4,10 +4,9 @@ over streamable HTTP pointed at it, each on a free loopback port, killed or rest
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ import httpx2
 import pytest
 
 from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_CLUSTER_ID
+from tests.launch import Launched, launch
 
 REF_ADMIN = "live-admin-token"
 PATCH_ROUTE = "PATCH /v1/public/clusters/{cluster_id}/node-pools/{pool}"
@@ -48,28 +48,24 @@ def _listening(port: int) -> bool:
 
 
 class Proc:
+    """``maya-tools <args>`` in its own process (forked from the worker's preloaded fork server,
+    ``tests.launch``), its stderr in a log file: never a pipe nobody reads, which a server would
+    block on once its log outgrew the pipe's 64 KB."""
+
     def __init__(self, args: list[str], port: int, env: dict[str, str], *, wait: bool = True) -> None:
         self.args, self.port, self.env = args, port, env
-        self.process: subprocess.Popen[bytes] | None = None
-        # The log goes to a file, never to a pipe nobody reads: a server whose log outgrew the pipe's
-        # 64 KB would block on its next log line, in the middle of whatever the test waits for.
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
+        self.process: Launched | None = None
+        self.log = Path(tempfile.mkdtemp(prefix="maya-proc-")) / "stderr.log"
         self.start(wait=wait)
 
     def start(self, *, wait: bool = True) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "maya_tools.cli", *self.args],
-            stdout=subprocess.DEVNULL,
-            stderr=self.log,
-            env=self.env,
-        )
+        self.process = launch(self.args, self.env, self.log)
         if wait:
             self.wait_listening()
 
     def logged(self) -> str:
         """Everything the process (and its earlier starts) wrote to stderr so far."""
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def wait_listening(self) -> None:
         process = self.process
@@ -92,7 +88,7 @@ class Proc:
         of each process would add half a second to every test."""
         if self.process is not None and self.process.poll() is None:
             self.kill()
-        self.log.close()
+        shutil.rmtree(self.log.parent, ignore_errors=True)
 
 
 def base_env() -> dict[str, str]:

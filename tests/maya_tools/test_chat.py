@@ -17,12 +17,11 @@ import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
 import pytest
-from anthropic import AsyncAnthropic
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ElicitRequestFormParams, ElicitRequestURLParams, ListToolsResult, Tool, ToolAnnotations
@@ -33,6 +32,9 @@ from maya_tools.chat.settings import ChatSettings
 from maya_tools.chat.terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns, discard_typeahead
 from reference_backend.seed import DEMO_NODE_NAME
 from tests.maya_tools.conftest import MODES, operations
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
 
 pytestmark = pytest.mark.anyio
 
@@ -150,6 +152,8 @@ class ScriptedModel:
         assert not self.steps, f"{len(self.steps)} scripted model answer(s) never asked for"
 
     def client(self) -> AsyncAnthropic:
+        from anthropic import AsyncAnthropic  # here, not at the top: ~0.5 s of every worker's collection
+
         http = httpx2.AsyncClient(transport=httpx2.MockTransport(self))
         return AsyncAnthropic(api_key="test-key", base_url="http://anthropic.test", http_client=http, max_retries=0)
 

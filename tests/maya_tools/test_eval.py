@@ -5,12 +5,12 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import pytest
-from anthropic import AsyncAnthropic
 from pydantic import ValidationError
 
 from maya_tools.chat import evaluation
@@ -27,9 +27,25 @@ from maya_tools.chat.evaluation import (
     server_context,
 )
 
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
 CASES = load_cases()
 HELDOUT = load_cases(split="heldout")
 SINGLE_TURN = [c for c in CASES.cases if not c.turns]
+
+
+def anthropic_to(handler: Callable[[httpx2.Request], Any], key: str) -> AsyncAnthropic:
+    """The real Anthropic client, its HTTP answered by ``handler``. Imported here, not at the top:
+    importing anthropic costs every test worker about half a second of its collection."""
+    from anthropic import AsyncAnthropic
+
+    return AsyncAnthropic(
+        api_key=key,
+        base_url="http://anthropic.test",
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+        max_retries=0,
+    )
 
 
 def test_the_two_parts_hold_at_least_200_cases_and_share_no_request() -> None:
@@ -189,12 +205,7 @@ class FirstTurnModel:
 @pytest.mark.anyio
 async def test_the_live_run_sends_only_first_turns_and_scores_them() -> None:
     model = FirstTurnModel(CASES, wrong="page-scale")
-    client = AsyncAnthropic(
-        api_key="test-key",
-        base_url="http://anthropic.test",
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(model)),
-        max_retries=0,
-    )
+    client = anthropic_to(model, "test-key")
     system, tools = await server_context()
     report = await run_live(CASES, client, model="test-model", system=system, tools=tools)
 
@@ -212,8 +223,7 @@ async def test_evaluate_runs_the_live_part_when_a_key_is_given() -> None:
 
     def factory(key: str) -> AsyncAnthropic:
         assert key == "test-key"
-        http = httpx2.AsyncClient(transport=httpx2.MockTransport(model))
-        return AsyncAnthropic(api_key=key, base_url="http://anthropic.test", http_client=http, max_retries=0)
+        return anthropic_to(model, key)
 
     offline, live = await evaluate(CASES, api_key="test-key", model="test-model", anthropic_factory=factory)
     assert not offline.misses and live.skipped is None and live.tool_accuracy == 1.0
@@ -241,8 +251,7 @@ def test_an_unreachable_model_is_reported_after_the_offline_part_not_as_a_traceb
         raise httpx2.ConnectError("no route to host", request=request)
 
     def factory(key: str) -> AsyncAnthropic:
-        http = httpx2.AsyncClient(transport=httpx2.MockTransport(unreachable))
-        return AsyncAnthropic(api_key=key, base_url="http://anthropic.test", http_client=http, max_retries=0)
+        return anthropic_to(unreachable, key)
 
     real_evaluate = evaluation.evaluate
 

@@ -26,6 +26,7 @@ from maya_tools.server import build_server
 from maya_tools.settings import Settings
 from reference_backend.backend import ReferenceBackend
 from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_MEMBER_TOKEN, DEMO_OUTSIDER_TOKEN
+from tests.launch import launch
 from tests.maya_tools.conftest import MODES, Person
 
 pytestmark = pytest.mark.anyio
@@ -121,17 +122,12 @@ SERVER_LOGS: dict[str, Path] = {}
 
 @contextmanager
 def http_server(tmp_path: Path) -> Iterator[str]:
-    """A real `maya-tools serve --transport streamable-http`; its log goes to a file, never to a pipe
-    nobody reads (a log past the pipe's 64 KB would block the server on its next line)."""
+    """A real `maya-tools serve --transport streamable-http` process (forked from the worker's preloaded
+    fork server, ``tests.launch``); its log goes to a file, never to a pipe nobody reads (a log past the
+    pipe's 64 KB would block the server on its next line)."""
     port = free_port()
     log_path = tmp_path / "server.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "maya_tools.cli", "serve", "--transport", "streamable-http", "--port", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            env=server_env(tmp_path),
-        )
+    process = launch(["serve", "--transport", "streamable-http", "--port", str(port)], server_env(tmp_path), log_path)
     url = f"http://127.0.0.1:{port}/mcp"
     deadline = time.monotonic() + 30
     try:
