@@ -5,8 +5,9 @@ Where things live: ``edge`` (request ids, fault rules, the request log, problem+
 admin plane), ``openapi`` (the published schema). Every error is ``application/problem+json``
 naming the rule; no input yields a 500.
 
-The routes are built once per process and read the world from ``app.state.backend``, so
-``create_app`` is cheap and one app can be pointed at another backend (``app.state.backend = …``).
+The routes are built and prepared once per process and read the world from ``app.state.backend``,
+so ``create_app`` is cheap, an app's first request is too, and one app can be pointed at another
+backend (``app.state.backend = …``).
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ def create_app(backend: ReferenceBackend | None = None, *, admin_token: str | No
     app.state.admin_token = admin_token
     app.add_middleware(RequestMiddleware)
     install_error_handlers(app)
-    app.include_router(routes.router)
+    # The prepared route objects themselves, not ``include_router``: FastAPI prepares an included
+    # router's routes again for each app on its first request (~20 ms), and an embedded server makes
+    # an app per backend. The routes hold no per-app state.
+    app.router.routes.extend(routes.router.routes)
     if admin_token:
-        app.include_router(admin.router)
+        app.router.routes.extend(admin.router.routes)
     install_openapi(app)
     return app
 
