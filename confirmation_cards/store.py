@@ -238,23 +238,23 @@ class SqliteCardStore:
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         with self._lock:
             self._db.execute("PRAGMA busy_timeout = 5000")
-            self._db.executescript(_SCHEMA)
-            self._migrate()
+            self._create_and_migrate()
 
-    def _migrate(self) -> None:
-        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
-        for number, step in enumerate(_MIGRATIONS[version:], start=version + 1):
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                # Another process may have migrated meanwhile: re-read under the write lock.
-                if int(self._db.execute("PRAGMA user_version").fetchone()[0]) < number:
-                    for statement in filter(str.strip, step.split(";")):
-                        self._db.execute(statement)
-                    self._db.execute(f"PRAGMA user_version = {number}")
-            except BaseException:
+    def _create_and_migrate(self) -> None:
+        """Schema and pending migrations in one write transaction: whole or not at all, one commit."""
+        try:
+            self._db.executescript("BEGIN IMMEDIATE;" + _SCHEMA)  # the script leaves its transaction open
+            # Another process may have migrated meanwhile: the version is read under the write lock.
+            version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+            for number, step in enumerate(_MIGRATIONS[version:], start=version + 1):
+                for statement in filter(str.strip, step.split(";")):
+                    self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {number}")
+        except BaseException:
+            if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+            raise
+        self._db.execute("COMMIT")
 
     async def close(self) -> None:
         with self._lock:
