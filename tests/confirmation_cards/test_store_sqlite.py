@@ -76,3 +76,31 @@ async def test_expire_due_and_get_never_list_the_cards(store: SqliteCardStore, c
     service = ApprovalService(store, clock=clock.now)
     assert await service.expire_due() == []
     assert await store.get("card_nothere") is None
+
+
+async def test_a_store_whose_last_migration_fails_is_left_as_it_was_not_half_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The schema and the migrations are one transaction: a failing step leaves a new file empty, and a
+    store at an older version at that version, with its cards."""
+    from confirmation_cards import store as store_module
+
+    broken = (*store_module._MIGRATIONS, "ALTER TABLE no_such_table ADD COLUMN x TEXT")
+    monkeypatch.setattr(store_module, "_MIGRATIONS", broken)
+    path = tmp_path / "cards.sqlite3"
+    with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
+        SqliteCardStore(path)
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT name FROM sqlite_master").fetchall() == []
+    assert db.execute("PRAGMA user_version").fetchone() == (0,)
+    db.close()
+
+    monkeypatch.setattr(store_module, "_MIGRATIONS", broken[:-1])
+    await SqliteCardStore(path).close()  # made whole at the current version
+    monkeypatch.setattr(store_module, "_MIGRATIONS", broken)
+    with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
+        SqliteCardStore(path)
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone() == (len(broken) - 1,)
+    assert db.execute("SELECT count(*) FROM cards").fetchone() == (0,)
+    db.close()
