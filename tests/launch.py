@@ -23,7 +23,14 @@ from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-PRELOAD = ["tests.launch", "maya_tools.cli", "maya_tools.server", "reference_backend.app", "reference_backend.cli"]
+PRELOAD = [
+    "tests.launch",
+    "maya_tools.cli",
+    "maya_tools.server",
+    "reference_backend.app",
+    "reference_backend.cli",
+    "tests.forkserver_warm",
+]
 """What the fork server imports once, so a forked start finds it loaded."""
 
 _context: ForkServerContext | None = None
