@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 import pytest
+from mcp import Client
 from pydantic import ValidationError
 
 from maya_tools.chat import evaluation
@@ -26,6 +27,8 @@ from maya_tools.chat.evaluation import (
     score,
     server_context,
 )
+from maya_tools.server import build_server
+from maya_tools.settings import Settings
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -33,6 +36,12 @@ if TYPE_CHECKING:
 CASES = load_cases()
 HELDOUT = load_cases(split="heldout")
 SINGLE_TURN = [c for c in CASES.cases if not c.turns]
+
+
+def in_memory_server() -> Client:
+    """The eval's server in this process; ``test_the_live_run_sends_only_first_turns_and_scores_them``
+    reads the tool list from the real one, ``maya-tools serve`` started over stdio as the eval does."""
+    return Client(build_server(Settings(card_store=":memory:")))
 
 
 def anthropic_to(handler: Callable[[httpx2.Request], Any], key: str) -> AsyncAnthropic:
@@ -225,7 +234,9 @@ async def test_evaluate_runs_the_live_part_when_a_key_is_given() -> None:
         assert key == "test-key"
         return anthropic_to(model, key)
 
-    offline, live = await evaluate(CASES, api_key="test-key", model="test-model", anthropic_factory=factory)
+    offline, live = await evaluate(
+        CASES, api_key="test-key", model="test-model", anthropic_factory=factory, connect=in_memory_server
+    )
     assert not offline.misses and live.skipped is None and live.tool_accuracy == 1.0
 
 
@@ -256,7 +267,7 @@ def test_an_unreachable_model_is_reported_after_the_offline_part_not_as_a_traceb
     real_evaluate = evaluation.evaluate
 
     async def offline_network(*args: Any, **kwargs: Any) -> list[evaluation.Report]:
-        return await real_evaluate(*args, **kwargs, anthropic_factory=factory)
+        return await real_evaluate(*args, **kwargs, anthropic_factory=factory, connect=in_memory_server)
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "dummy")
     monkeypatch.setattr(evaluation, "evaluate", offline_network)
