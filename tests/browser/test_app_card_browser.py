@@ -39,6 +39,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
 HERE = Path(__file__).resolve().parent
 HOST = "http://host.test/"  # served by the test itself (page.route), never over the network
+CONSOLE: list[str] = []
 
 
 @asynccontextmanager
@@ -96,6 +97,9 @@ async def show_card(
 
     context = await chromium.new_context(viewport={"width": WIDTH, "height": 640}, color_scheme=scheme)
     page = await context.new_page()
+    CONSOLE.clear()  # what the host page and the view print, for a failing test to show
+    page.on("console", lambda message: CONSOLE.append(f"{message.type}: {message.text[:300]}"))
+    page.on("pageerror", lambda error: CONSOLE.append(f"uncaught: {error}"))
     await page.route(f"{HOST}**", serve_host)
     await page.expose_function("hostCallTool", call_tool)
     if page_clock:
@@ -126,7 +130,10 @@ async def outcome(view: FrameLocator, calls: list[str], http_url: str | None = N
     except PlaywrightTimeout:
         shown = await view.locator("body").inner_text(timeout=5_000)
         log = SERVER_LOGS[http_url].read_text()[-4_000:] if http_url in SERVER_LOGS else "(in-process server)"
-        raise AssertionError(f"the view never settled.\nview: {shown}\nforwarded: {calls}\nserver log: {log}") from None
+        console = "\n  ".join(CONSOLE[-40:])  # the bridges' debug lines trace every message between host and view
+        raise AssertionError(
+            f"the view never settled.\nview: {shown}\nforwarded: {calls}\nconsole:\n  {console}\nserver log: {log}"
+        ) from None
     assert await view.get_by_role("button", name="Approve").is_disabled()
     assert await view.get_by_role("button", name="Decline").is_disabled()
     return "ok" in (await settled.get_attribute("class") or ""), await settled.inner_text()
