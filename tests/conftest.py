@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import httpx2
@@ -12,7 +13,7 @@ from fastapi import FastAPI
 from reference_backend.app import create_app
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
-from tests.postgres import PostgresServer, fresh_schema, running_postgres
+from tests.postgres import PostgresServer, fresh_schema, running_postgres, shared_postgres, stop_shared_postgres
 
 ADMIN_TOKEN = "test-admin-token"
 BASE_URL = "http://door.test"
@@ -62,10 +63,28 @@ def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+RUN = "MAYA_TEST_RUN"
+"""Set by an xdist controller for its workers: the id under which they share one PostgreSQL server."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller
+        os.environ[RUN] = uuid.uuid4().hex  # inherited by the workers it is about to start
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER") and RUN in os.environ:
+        stop_shared_postgres(os.environ.pop(RUN))
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresServer]:
-    """A real PostgreSQL server for this test session (one per xdist worker), never skipped."""
-    yield from running_postgres()
+    """A real PostgreSQL server, never skipped: one for the whole run, shared by the xdist workers
+    (started by the first that needs it, stopped by the controller), or this process's own."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(RUN):
+        yield shared_postgres(os.environ[RUN])
+    else:
+        yield from running_postgres()
 
 
 @pytest.fixture

@@ -4,12 +4,16 @@
 Never skipped: without the binaries the fixture fails and says how to install them (``.ci/run``
 installs them on a fresh machine). PostgreSQL refuses to run as root, so under root the server
 runs as the ``postgres`` system user the package creates. Each test gets its own schema, so tests
-share one server and still start from an empty store.
+share one server and still start from an empty store. Under xdist the workers of one run share one
+server too (:func:`shared_postgres`): the first worker that needs it starts it, the run's controller
+stops it; starting a server costs about a second of CPU.
 """
 
 from __future__ import annotations
 
+import fcntl
 import glob
+import json
 import os
 import secrets
 import shutil
@@ -113,8 +117,42 @@ def running_postgres() -> Iterator[PostgresServer]:
     try:
         yield server
     finally:
-        server.stop()
-        shutil.rmtree(server.data.parent, ignore_errors=True)
+        remove(server)
+
+
+def remove(server: PostgresServer) -> None:
+    server.stop()
+    shutil.rmtree(server.data.parent, ignore_errors=True)
+
+
+def _shared_record(run: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"maya-pg-run-{run}.json"
+
+
+def shared_postgres(run: str) -> PostgresServer:
+    """The server of test run ``run``, shared by its xdist workers: the first caller starts it (under a
+    file lock) and records it; the others find the record. :func:`stop_shared_postgres` ends it."""
+    record = _shared_record(run)
+    with open(record.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if record.exists():
+            known = json.loads(record.read_text())
+            return PostgresServer(known["port"], Path(known["data"]), Path(known["bindir"]), known["user"])
+        server = start_postgres()
+        record.write_text(
+            json.dumps({"port": server.port, "data": str(server.data), "bindir": str(server.bindir), "user": server.user})
+        )
+        return server
+
+
+def stop_shared_postgres(run: str) -> None:
+    """Stop run ``run``'s shared server, if a worker started one; called by the run's controller."""
+    record = _shared_record(run)
+    if record.exists():
+        known = json.loads(record.read_text())
+        remove(PostgresServer(known["port"], Path(known["data"]), Path(known["bindir"]), known["user"]))
+        record.unlink()
+    record.with_suffix(".lock").unlink(missing_ok=True)
 
 
 def fresh_schema() -> str:

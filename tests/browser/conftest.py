@@ -40,15 +40,17 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def anyio_backend() -> str:
-    """One event loop per module, so one Chromium serves the module's tests (each gets its own context)."""
+    """One event loop for the browser tests of a session, so one Chromium serves them all (each test
+    gets its own context)."""
     return "asyncio"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 async def chromium() -> AsyncIterator[Browser]:
-    """Debian's Chromium, launched once per module: a launch costs about a second of CPU."""
+    """Debian's Chromium, launched once per test process (xdist worker) that runs browser tests: a
+    launch costs about 1.5 s of CPU."""
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=chromium_path(), args=ARGS)
         try:
