@@ -11,8 +11,6 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from confirmation_cards.stores import is_postgres
-
 if TYPE_CHECKING:
     from maya_tools.runtime import Transport
     from maya_tools.settings import Settings
@@ -49,6 +47,7 @@ def _serve(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
 
+    from confirmation_cards.stores import is_postgres  # imported per command: `chat` and the rest do not need it
     from maya_tools.server import build_server
     from maya_tools.settings import ConfigError, Settings
 
