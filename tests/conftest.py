@@ -14,8 +14,10 @@ from reference_backend.app import create_app
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
 from tests.postgres import PostgresServer, fresh_schema, running_postgres, shared_postgres, stop_shared_postgres
+from tests.rewrite_cache import prewarm
 
 ADMIN_TOKEN = "test-admin-token"
+
 BASE_URL = "http://door.test"
 
 
@@ -70,6 +72,7 @@ RUN = "MAYA_TEST_RUN"
 def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller
         os.environ[RUN] = uuid.uuid4().hex  # inherited by the workers it is about to start
+        prewarm(config)  # the workers it is about to start read the rewritten test modules, not rewrite them
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

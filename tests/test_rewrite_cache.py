@@ -1,0 +1,36 @@
+"""The controller's rewritten test modules are the ones a worker would make, and pytest reads them back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _pytest.assertion.rewrite import _read_pyc
+
+from tests.rewrite_cache import cached, prewarm, rewritten_files
+
+
+def test_a_prewarmed_module_is_read_back_and_explains_its_failing_assert(
+    tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    source = tmp_path / "test_sample.py"
+    source.write_text("def test_sum():\n    total = 1 + 1\n    assert total == 3\n")
+
+    assert prewarm(pytestconfig, [source, source.with_name("conftest.py")]) == 1  # a missing file is skipped
+    code = _read_pyc(source, cached(source))
+    assert code is not None, "pytest does not accept the cached file"
+    namespace: dict[str, object] = {}
+    exec(code, namespace)
+    with pytest.raises(AssertionError, match=r"assert 2 == 3"):  # rewritten: the values are explained
+        namespace["test_sum"]()  # type: ignore[operator]
+    assert prewarm(pytestconfig, [source]) == 0  # cached, and valid while the source is unchanged
+
+    source.write_text("def test_sum():\n    assert 1 + 1 == 2\n")
+    assert _read_pyc(source, cached(source)) is None  # pytest checks the source's hash, not the file's age
+    assert prewarm(pytestconfig, [source]) == 1
+
+
+def test_every_test_module_and_conftest_of_the_suite_is_prewarmed(pytestconfig: pytest.Config) -> None:
+    found = {path.relative_to(pytestconfig.rootpath).as_posix() for path in rewritten_files(pytestconfig)}
+    assert {"tests/conftest.py", "tests/browser/conftest.py", "tests/test_rewrite_cache.py"} <= found
+    assert "tests/maya_tools/test_faults_live.py" in found and "tests/postgres.py" not in found
