@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -17,8 +19,12 @@ from tests.postgres import PostgresServer, fresh_schema, running_postgres, share
 from tests.rewrite_cache import prewarm
 
 ADMIN_TOKEN = "test-admin-token"
-
 BASE_URL = "http://door.test"
+
+# At exit the interpreter collects and tears down every object the session made: about a second in a
+# worker that ran a few hundred tests, which the xdist controller waits for. pytest's own last
+# collection (which reports unraisable exceptions) has run by then, so the objects are frozen instead.
+atexit.register(gc.freeze)
 
 
 @pytest.fixture
