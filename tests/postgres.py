@@ -140,7 +140,9 @@ def shared_postgres(run: str) -> PostgresServer:
             return PostgresServer(known["port"], Path(known["data"]), Path(known["bindir"]), known["user"])
         server = start_postgres()
         record.write_text(
-            json.dumps({"port": server.port, "data": str(server.data), "bindir": str(server.bindir), "user": server.user})
+            json.dumps(
+                {"port": server.port, "data": str(server.data), "bindir": str(server.bindir), "user": server.user}
+            )
         )
         return server
 
