@@ -40,17 +40,18 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def anyio_backend() -> str:
-    """One event loop for the browser tests of a session, so one Chromium serves them all (each test
-    gets its own context)."""
+    """One event loop per module, so one Chromium serves the module's tests (each gets its own context).
+
+    Not per session: anyio marks the thread as running asyncio for as long as a runner lives, so a
+    later synchronous test on the same worker that calls ``anyio.run`` (``maya-tools eval``) would fail."""
     return "asyncio"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 async def chromium() -> AsyncIterator[Browser]:
-    """Debian's Chromium, launched once per test process (xdist worker) that runs browser tests: a
-    launch costs about 1.5 s of CPU."""
+    """Debian's Chromium, launched once per module: a launch costs about a second of CPU."""
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=chromium_path(), args=ARGS)
         try:
