@@ -7,16 +7,19 @@ import gc
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
 
-import httpx2
 import pytest
-from fastapi import FastAPI
 
-from reference_backend.app import create_app
-from reference_backend.backend import ReferenceBackend
-from reference_backend.clock import ManualClock
-from tests.postgres import PostgresServer, fresh_schema, running_postgres, shared_postgres, stop_shared_postgres
 from tests.rewrite_cache import prewarm
+
+if TYPE_CHECKING:  # imported by the fixtures: the xdist controller, which runs no test, starts its workers sooner
+    import httpx2
+    from fastapi import FastAPI
+
+    from reference_backend.backend import ReferenceBackend
+    from reference_backend.clock import ManualClock
+    from tests.postgres import PostgresServer
 
 ADMIN_TOKEN = "test-admin-token"
 BASE_URL = "http://door.test"
@@ -34,12 +37,16 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def clock() -> ManualClock:
+    from reference_backend.clock import ManualClock
+
     return ManualClock()
 
 
 @pytest.fixture
 def backend(clock: ManualClock) -> ReferenceBackend:
     """The demo world (payments-prod with pool `workers`), in memory, on a clock only tests move."""
+    from reference_backend.backend import ReferenceBackend
+
     return ReferenceBackend(clock=clock, seed="demo")
 
 
@@ -50,6 +57,8 @@ def door_app() -> FastAPI:
     Its routes read ``app.state.backend``, so each test points it at its own world (``app``) rather
     than building an app whose routes FastAPI would prepare again on its first request (~10 ms).
     """
+    from reference_backend.app import create_app
+
     return create_app(admin_token=ADMIN_TOKEN)
 
 
@@ -63,6 +72,8 @@ def app(door_app: FastAPI, backend: ReferenceBackend) -> FastAPI:
 @pytest.fixture
 async def door(app: FastAPI) -> AsyncIterator[httpx2.AsyncClient]:
     """A raw HTTP client of the reference backend app (no token set: pass `headers=auth(...)`)."""
+    import httpx2
+
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE_URL) as client:
         yield client
 
@@ -83,6 +94,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER") and RUN in os.environ:
+        from tests.postgres import stop_shared_postgres
+
         stop_shared_postgres(os.environ.pop(RUN))
 
 
@@ -90,6 +103,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def postgres() -> Iterator[PostgresServer]:
     """A real PostgreSQL server, never skipped: one for the whole run, shared by the xdist workers
     (started by the first that needs it, stopped by the controller), or this process's own."""
+    from tests.postgres import running_postgres, shared_postgres
+
     if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(RUN):
         yield shared_postgres(os.environ[RUN])
     else:
@@ -99,6 +114,8 @@ def postgres() -> Iterator[PostgresServer]:
 @pytest.fixture
 def postgres_url(postgres: PostgresServer) -> str:
     """A ``postgresql://`` URL of an empty schema of its own on the session's server."""
+    from tests.postgres import fresh_schema
+
     return postgres.schema_url(fresh_schema())
 
 
