@@ -117,12 +117,8 @@ def running_postgres() -> Iterator[PostgresServer]:
     try:
         yield server
     finally:
-        remove(server)
-
-
-def remove(server: PostgresServer) -> None:
-    server.stop()
-    shutil.rmtree(server.data.parent, ignore_errors=True)
+        server.stop()
+        shutil.rmtree(server.data.parent, ignore_errors=True)
 
 
 def _shared_record(run: str) -> Path:
