@@ -12,7 +12,8 @@ is bound to. maya-tools gives it:
   so a round replayed with another person's token is refused before any tool code runs.
 
 Several replicas on one card store without a shared key would refuse each other's rounds, so
-``check_replicas`` stops such a server at start and says which setting is missing.
+``check_replicas`` (in ``maya_tools.settings``, so that ``serve`` refuses before its imports) stops such a
+server at start and says which setting is missing.
 """
 
 from __future__ import annotations
@@ -24,12 +25,8 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.request_state import RequestStateSecurity
 
 from confirmation_cards import token_fingerprint
-from confirmation_cards.stores import is_postgres
 from maya_tools.runtime import bearer_of
-from maya_tools.settings import ConfigError, Settings
-
-KEY_BYTES = 32
-GENERATE = 'python3 -c "import secrets; print(secrets.token_hex(32))"'
+from maya_tools.settings import KEY_BYTES, Settings, check_replicas, check_request_state_key
 
 
 def bearer_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -41,23 +38,12 @@ def bearer_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
 
 def request_state_security(settings: Settings) -> RequestStateSecurity:
     """The sealing policy: the shared key when set, else one made now for this process alone."""
+    check_request_state_key(settings)
     key = settings.request_state_key
-    if key is not None and len(key.encode()) < KEY_BYTES:
-        raise ConfigError(
-            f"MAYA_REQUEST_STATE_KEY is {len(key.encode())} bytes; it must be at least {KEY_BYTES} bytes of "
-            f"secret randomness, the same on every replica. Generate one with: {GENERATE}"
-        )
     material = key.encode() if key is not None else os.urandom(KEY_BYTES)
     return RequestStateSecurity(
         keys=[material], ttl=max(settings.card_ttl_seconds, 60.0), bind_principal=bearer_principal
     )
 
 
-def check_replicas(settings: Settings, transport: str) -> None:
-    """Refuse to serve HTTP on a shared (PostgreSQL) store without the shared requestState key."""
-    if transport == "streamable-http" and is_postgres(settings.card_store) and settings.request_state_key is None:
-        raise ConfigError(
-            "MAYA_CARD_STORE is a PostgreSQL database, shared by replicas, but MAYA_REQUEST_STATE_KEY is not set: "
-            "another replica could not verify this one's requestState, so a 2026-07-28 client's answer would be "
-            f"refused there. Set the same MAYA_REQUEST_STATE_KEY on every replica (generate one with: {GENERATE})."
-        )
+__all__ = ["KEY_BYTES", "bearer_principal", "check_replicas", "request_state_security"]

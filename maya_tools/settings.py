@@ -23,6 +23,11 @@ class ConfigError(ValueError):
     """A setting the server cannot start with; the message names it and what to do."""
 
 
+KEY_BYTES = 32
+"""The least length of ``MAYA_REQUEST_STATE_KEY``, in bytes."""
+GENERATE = 'python3 -c "import secrets; print(secrets.token_hex(32))"'
+
+
 def _number(env: Mapping[str, str], name: str, default: float, *, whole: bool = False, least: float = 0.0) -> float:
     """A numeric setting, or ``ConfigError`` naming it, what was given and what it must be."""
     given = env.get(name)
@@ -99,3 +104,25 @@ class Settings:
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
+
+
+def check_request_state_key(settings: Settings) -> None:
+    """Refuse a ``MAYA_REQUEST_STATE_KEY`` too short to seal ``requestState`` with."""
+    key = settings.request_state_key
+    if key is not None and len(key.encode()) < KEY_BYTES:
+        raise ConfigError(
+            f"MAYA_REQUEST_STATE_KEY is {len(key.encode())} bytes; it must be at least {KEY_BYTES} bytes of "
+            f"secret randomness, the same on every replica. Generate one with: {GENERATE}"
+        )
+
+
+def check_replicas(settings: Settings, transport: str) -> None:
+    """Refuse to serve HTTP on a shared (PostgreSQL) store without the shared requestState key."""
+    from confirmation_cards.stores import is_postgres
+
+    if transport == "streamable-http" and is_postgres(settings.card_store) and settings.request_state_key is None:
+        raise ConfigError(
+            "MAYA_CARD_STORE is a PostgreSQL database, shared by replicas, but MAYA_REQUEST_STATE_KEY is not set: "
+            "another replica could not verify this one's requestState, so a 2026-07-28 client's answer would be "
+            f"refused there. Set the same MAYA_REQUEST_STATE_KEY on every replica (generate one with: {GENERATE})."
+        )

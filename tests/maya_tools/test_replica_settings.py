@@ -86,6 +86,26 @@ def test_serve_refuses_to_start_with_an_unusable_setting_in_one_line(env: dict[s
     assert "Traceback" not in done.stderr and "hunter2" not in done.stderr and done.stdout == ""
 
 
+@pytest.mark.parametrize(
+    "env",
+    [{"MAYA_CARD_STORE": STORE}, {"MAYA_STORE_POOL_SIZE": "many"}, {"MAYA_REQUEST_STATE_KEY": "short"}],
+)
+def test_serve_refuses_before_it_imports_the_server_or_mcp(env: dict[str, str]) -> None:
+    """A refusal is immediate: it comes before the ~0.6 s of imports a server that starts needs."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("MAYA_", "DOOR_"))}
+    probe = (
+        "import sys\n"
+        "from maya_tools.cli import main\n"
+        "status = main(['serve', '--transport', 'streamable-http', '--port', '1'])\n"
+        "print(status, sorted(m for m in ('maya_tools.server', 'mcp', 'uvicorn') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env={**clean, **env}, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.split("\n")[0] == "2 []", done.stdout + done.stderr
+    assert done.stderr.startswith("maya-tools serve: ")
+
+
 def test_serve_on_a_database_that_does_not_answer_stops_naming_where_never_the_password() -> None:
     unreachable = f"postgresql://maya:hunter2-secret@127.0.0.1:{free_port()}/maya"
     done = serve(
