@@ -86,6 +86,15 @@ RUN = "MAYA_TEST_RUN"
 """Set by an xdist controller for its workers: the id under which they share one PostgreSQL server."""
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """With ``-n`` and no ``--dist``: ``worksteal``, so that a worker that runs out takes half of another's
+    queue and the run does not end on one worker's tail (xdist would choose ``load``). Runs before
+    xdist's own hook; ``-p no:xdist`` leaves these options undefined, and this does nothing."""
+    if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", None) == "no":
+        config.option.dist = "worksteal"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller
         os.environ[RUN] = uuid.uuid4().hex  # inherited by the workers it is about to start
