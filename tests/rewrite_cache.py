@@ -55,8 +55,8 @@ def prewarm(config: pytest.Config, files: list[Path] | None = None) -> int:
                 get_cache_dir(fn).mkdir(exist_ok=True)
                 source_hash, code = _rewrite_test(fn, config)
                 _write_pyc(state, code, source_hash, cached(fn))
-            except (OSError, SyntaxError):
-                continue  # the worker meets the same problem and reports it
+            except Exception:  # a file that cannot be read or parsed: its worker reports it
+                continue
 
     if hasattr(os, "fork"):
         child = os.fork()
