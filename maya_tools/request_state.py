@@ -26,7 +26,7 @@ from mcp.server.request_state import RequestStateSecurity
 
 from confirmation_cards import token_fingerprint
 from maya_tools.runtime import bearer_of
-from maya_tools.settings import KEY_BYTES, Settings, check_replicas, check_request_state_key
+from maya_tools.settings import KEY_BYTES, Settings, check_request_state_key
 
 
 def bearer_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -44,6 +44,3 @@ def request_state_security(settings: Settings) -> RequestStateSecurity:
     return RequestStateSecurity(
         keys=[material], ttl=max(settings.card_ttl_seconds, 60.0), bind_principal=bearer_principal
     )
-
-
-__all__ = ["KEY_BYTES", "bearer_principal", "check_replicas", "request_state_security"]

@@ -22,9 +22,9 @@ from maya_tools.app_secret import META_KEY
 from maya_tools.approval_page import ApprovalPages
 from maya_tools.elicitation import ASKED, decline_as
 from maya_tools.errors import bounded
-from maya_tools.request_state import check_replicas, request_state_security
+from maya_tools.request_state import request_state_security
 from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
-from maya_tools.settings import Settings
+from maya_tools.settings import Settings, check_replicas
 from maya_tools.tools import cards, changes, read
 from maya_tools.tools.changes import CHANGE_TOOLS
 from maya_tools.tools.schemas import publish_compact

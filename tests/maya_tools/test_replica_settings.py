@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from maya_tools.request_state import KEY_BYTES, check_replicas, request_state_security
-from maya_tools.settings import ConfigError, Settings
+from maya_tools.request_state import request_state_security
+from maya_tools.settings import KEY_BYTES, ConfigError, Settings, check_replicas
 from tests.maya_tools.live import free_port
 
 STORE = "postgresql://maya:hunter2-secret@db.internal:5432/maya"
