@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.rewrite_cache import prewarm
+from tests.rewrite_cache import prewarm, unmark_blocked_plugins
 
 if TYPE_CHECKING:  # imported by the fixtures: the xdist controller, which runs no test, starts its workers sooner
     import httpx2
@@ -96,6 +96,7 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    unmark_blocked_plugins(config)  # schemathesis and hypothesis are libraries here, not plugins to rewrite
     if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller
         os.environ[RUN] = uuid.uuid4().hex  # inherited by the workers it is about to start
         prewarm(config)  # the workers it is about to start read the rewritten test modules, not rewrite them

@@ -34,3 +34,16 @@ def test_every_test_module_and_conftest_of_the_suite_is_prewarmed(pytestconfig: 
     found = {path.relative_to(pytestconfig.rootpath).as_posix() for path in rewritten_files(pytestconfig)}
     assert {"tests/conftest.py", "tests/browser/conftest.py", "tests/test_rewrite_cache.py"} <= found
     assert "tests/maya_tools/test_faults_live.py" in found and "tests/postgres.py" not in found
+
+
+def test_the_libraries_of_blocked_plugins_are_imported_without_rewriting(pytestconfig: pytest.Config) -> None:
+    """schemathesis and hypothesis are blocked plugins (pyproject's ``-p no:``): their modules load as
+    plain libraries, while the test modules are still rewritten."""
+    import _hypothesis_globals  # the hypothesis distribution's smallest module
+    from _pytest.assertion.rewrite import AssertionRewritingHook
+
+    assert pytestconfig.pluginmanager.is_blocked("hypothesispytest")
+    assert pytestconfig.pluginmanager.is_blocked("schemathesis")
+    assert _hypothesis_globals.__spec__ is not None
+    assert not isinstance(_hypothesis_globals.__spec__.loader, AssertionRewritingHook)
+    assert isinstance(__spec__.loader, AssertionRewritingHook)  # type: ignore[name-defined]
