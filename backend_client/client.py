@@ -70,6 +70,7 @@ from backend_client.models import (
     PublicNodePoolPatchRequest,
 )
 from backend_client.nodes import NodePage, freshness_of, node_page
+from backend_client.tls import verifying_tls
 
 __all__ = ["DoorClient"]
 
@@ -121,7 +122,9 @@ class DoorClient:
         self._sleep = sleep
         self._rng = random.Random()
         self._owns_client = http_client is None
-        self._http = http_client or httpx2.AsyncClient(transport=transport, timeout=timeout)
+        networked = http_client is None and transport is None  # its own client, on the network: the shared TLS context
+        verify = verifying_tls() if networked else True
+        self._http = http_client or httpx2.AsyncClient(transport=transport, timeout=timeout, verify=verify)
         self._catalog = CatalogCache(self._http, self.base_url, token)
 
     def __repr__(self) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx2
 import pytest
 
@@ -295,3 +297,51 @@ async def test_resolve_cluster_refuses_to_guess_between_clusters_of_one_name() -
             await client.resolve_cluster("payments-prod")
     assert not isinstance(caught.value, NotFound)
     assert CLUSTER_ID in str(caught.value) and twin.id in str(caught.value)
+
+
+@pytest.fixture
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 that no CA signed, and its key."""
+    import subprocess
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_a_client_of_its_own_refuses_a_certificate_it_cannot_verify(self_signed: tuple[Path, Path]) -> None:
+    """The client a DoorClient makes for itself verifies Door's certificate, with the one verifying
+    TLS context the process builds (``verifying_tls``): a self-signed server gets no request."""
+    import asyncio
+    import contextlib
+    import ssl
+
+    from backend_client.errors import DoorConnectionError
+    from backend_client.tls import verifying_tls
+
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(*self_signed)
+    requests: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ssl.SSLError, ConnectionError):  # the client gives up in the handshake
+            requests.append(await reader.readline())
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=served)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+
+        async def no_wait(seconds: float) -> None:
+            return None
+
+        async with DoorClient(f"https://127.0.0.1:{port}", TOKEN, sleep=no_wait, max_retries=0) as door:
+            with pytest.raises(DoorConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+                await door.list_clusters()
+    assert requests in ([], [b""])  # no request line was ever sent
+    assert verifying_tls() is verifying_tls() and verifying_tls().verify_mode == ssl.CERT_REQUIRED

@@ -24,6 +24,7 @@ from mcp_types import CallToolResult
 from playwright.async_api import Browser, FrameLocator, Locator, Page, Route, expect
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
+from backend_client.tls import verifying_tls
 from maya_tools.app_secret import APP_URI, META_KEY
 from maya_tools.server import build_server
 from maya_tools.settings import Settings
@@ -46,7 +47,7 @@ CONSOLE: list[str] = []
 async def apps_client(http_url: str) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
     async with (
-        httpx2.AsyncClient(headers=headers) as http,
+        httpx2.AsyncClient(verify=verifying_tls(), headers=headers) as http,
         Client(streamable_http_client(http_url, http_client=http), extensions=[APPS]) as client,
     ):
         yield client

@@ -19,6 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.async_api import Browser, Page
 
+from backend_client.tls import verifying_tls
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.browser.conftest import IMG, WIDTH
 from tests.maya_tools.test_approval_page import Browser as LinkOpener
@@ -33,7 +34,7 @@ Scheme = Literal["light", "dark"]
 async def url_only_client(http_url: str) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
     async with (
-        httpx2.AsyncClient(headers=headers) as http,
+        httpx2.AsyncClient(verify=verifying_tls(), headers=headers) as http,
         UrlOnlyClient(streamable_http_client(http_url, http_client=http), elicitation_callback=LinkOpener()) as client,
     ):
         yield client

@@ -17,6 +17,7 @@ from typing import Any
 import httpx2
 import pytest
 
+from backend_client.tls import verifying_tls
 from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_CLUSTER_ID
 from tests.launch import Launched, launch
 
@@ -151,7 +152,7 @@ class Live:
     # --- Door, as the test sees it -----------------------------------------------------------
 
     def admin(self, method: str, path: str, **kwargs: Any) -> httpx2.Response:
-        with httpx2.Client(base_url=self.door_url, timeout=10) as http:
+        with httpx2.Client(verify=verifying_tls(), base_url=self.door_url, timeout=10) as http:
             return http.request(method, path, headers={"Authorization": f"Bearer {REF_ADMIN}"}, **kwargs)
 
     def fault(self, **spec: Any) -> None:
@@ -163,7 +164,7 @@ class Live:
 
     def changes(self, kind: str = "pool.update") -> int:
         """How many times Door applied a change of this kind (one operation per accepted mutation)."""
-        with httpx2.Client(base_url=self.door_url, timeout=10) as http:
+        with httpx2.Client(verify=verifying_tls(), base_url=self.door_url, timeout=10) as http:
             state = http.get(
                 f"/v1/public/clusters/{DEMO_CLUSTER_ID}/state", headers={"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
             )

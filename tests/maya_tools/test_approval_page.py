@@ -26,6 +26,7 @@ from mcp_types import (
     UrlElicitationCapability,
 )
 
+from backend_client.tls import verifying_tls
 from confirmation_cards import CardStatus, SqliteCardStore
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.maya_tools.conftest import MODES, operations
@@ -80,7 +81,7 @@ def origin(url: str) -> str:
 
 async def press(url: str, button: str, **changes: Any) -> httpx2.Response:
     """GET the page, then POST its form with ``button`` as a same-origin browser would."""
-    async with httpx2.AsyncClient(timeout=10) as http:
+    async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
         page = await http.get(url)
         assert page.status_code == 200, page.text
         data = {"csrf": form_token(page.text), "decision": button}
@@ -160,7 +161,7 @@ async def test_a_link_the_person_refuses_to_open_declines_the_card(server: MCPSe
     browser = Refuses()
     async with UrlOnlyClient(server, mode="legacy", elicitation_callback=browser) as client:
         result = await client.call_tool(*SCALE)
-        async with httpx2.AsyncClient(timeout=10) as http:
+        async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
             page = await http.get(browser.urls[0])
     data = result.structured_content
     assert data is not None and data["status"] == "declined" and data["changed"] is False
@@ -184,7 +185,7 @@ async def test_a_link_decides_once_and_a_reload_a_second_post_or_an_altered_secr
 ) -> None:
     async with UrlOnlyClient(server, elicitation_callback=Browser()) as client:
         url, _ = await link_by_error(client)
-        async with httpx2.AsyncClient(timeout=10) as http:
+        async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
             page = await http.get(url)
             token = form_token(page.text)
             same = {"Origin": origin(url)}
@@ -229,7 +230,7 @@ async def test_a_cross_site_post_changes_nothing_and_leaves_the_link_usable(
 async def test_the_page_cannot_be_framed_or_cached_and_loads_nothing_else(server: MCPServer[Any]) -> None:
     async with UrlOnlyClient(server, elicitation_callback=Browser()) as client:
         url, _ = await link_by_error(client)
-        async with httpx2.AsyncClient(timeout=10) as http:
+        async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
             page = await http.get(url)
     assert page.headers["cache-control"] == "no-store"
     assert page.headers["x-frame-options"] == "DENY"
@@ -251,7 +252,7 @@ async def test_over_streamable_http_the_same_server_serves_the_page_without_a_be
     """The link points at the server's own host and port; the page needs no bearer, /mcp still does."""
     headers = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
     async with (
-        httpx2.AsyncClient(headers=headers) as http,
+        httpx2.AsyncClient(verify=verifying_tls(), headers=headers) as http,
         UrlOnlyClient(streamable_http_client(http_url, http_client=http), elicitation_callback=Browser()) as client,
     ):
         url, said = await link_by_error(client)
@@ -260,7 +261,7 @@ async def test_over_streamable_http_the_same_server_serves_the_page_without_a_be
         cards = await client.call_tool("list_cards", {})
     assert page.status_code == 200 and "Status: executed" in page.text
     assert DEMO_ADMIN_TOKEN not in page.text and secret_of(url) not in str(cards.model_dump())
-    async with httpx2.AsyncClient() as raw:
+    async with httpx2.AsyncClient(verify=verifying_tls()) as raw:
         assert (await raw.post(http_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).status_code == 401
 
 
@@ -285,7 +286,7 @@ async def test_door_strings_on_the_page_are_inert_text(
                 "relabel_node_pool", {"cluster": "payments-prod", "pool": "workers", "labels": {"note": "calm"}}
             )
         [elicitation] = UrlElicitationRequiredError.from_error(raised.value.error).elicitations
-        async with httpx2.AsyncClient(timeout=10) as http:
+        async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
             page = await http.get(elicitation.url)
     assert page.status_code == 200
     assert (
@@ -301,7 +302,7 @@ async def test_the_link_of_an_expired_card_decides_nothing(
 ) -> None:
     async with UrlOnlyClient(server, elicitation_callback=Browser()) as client:  # the page lives with the server
         url, _ = await link_by_error(client)
-        async with httpx2.AsyncClient(timeout=10) as http:
+        async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
             fresh = await http.get(url)
             clock.advance(601)  # past the card's ten minutes
             page = await http.get(url)

@@ -17,6 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from backend_client.tls import verifying_tls
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.maya_tools.conftest import MODES, Person
 from tests.maya_tools.live import PATCH_ROUTE, Live, running, wait_until
@@ -29,7 +30,7 @@ SCALE = ("scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "cou
 async def approve(live: Live, mode: str, before: Any) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        httpx2.AsyncClient(verify=verifying_tls(), headers=headers, timeout=60) as http,
         Client(
             streamable_http_client(live.url, http_client=http), mode=mode, elicitation_callback=Person("accept", before)
         ) as client,
@@ -118,7 +119,7 @@ async def test_door_down_when_the_person_approves_sends_nothing_and_says_so(live
 
     headers = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        httpx2.AsyncClient(verify=verifying_tls(), headers=headers, timeout=60) as http,
         Client(
             streamable_http_client(live.url, http_client=http),
             mode=mode,
@@ -178,7 +179,7 @@ async def test_serve_killed_mid_execution_is_settled_by_the_next_server_or_a_liv
     await anyio.to_thread.run_sync(lambda: wait_until(settled, "the restarted server to settle the card", 60))
     headers = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
     async with (
-        httpx2.AsyncClient(headers=headers) as http,
+        httpx2.AsyncClient(verify=verifying_tls(), headers=headers) as http,
         Client(streamable_http_client(live.url, http_client=http), mode=mode) as client,
     ):
         shown = await client.call_tool("get_card", {"card_id": card["id"]})

@@ -13,6 +13,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 
+from backend_client.tls import verifying_tls
 from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_MEMBER_TOKEN, DEMO_OUTSIDER_TOKEN
 from tests.maya_tools.live import Live
 
@@ -46,7 +47,7 @@ class Recording(httpx2.AsyncBaseTransport):
 
 
 def unknown_session_answer(live: Live) -> tuple[int, str]:
-    with httpx2.Client(timeout=10) as http:
+    with httpx2.Client(verify=verifying_tls(), timeout=10) as http:
         answer = http.post(
             live.url,
             headers={
@@ -68,7 +69,7 @@ async def test_another_bearer_with_the_victims_session_id_cannot_answer_read_or_
 
     async def victim_person(context: Any, params: Any) -> ElicitResult:
         assert victim.session is not None
-        async with httpx2.AsyncClient(timeout=10) as attacker:
+        async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as attacker:
             for token in ATTACKERS:
                 headers = {
                     "Authorization": f"Bearer {token}",
@@ -129,7 +130,7 @@ async def test_a_replayed_request_state_with_another_bearer_approves_nothing(sha
             headers = {
                 k: v for k, v in call.headers.items() if k.lower() not in {"authorization", "content-length", "host"}
             }
-            async with httpx2.AsyncClient(timeout=30) as attacker:
+            async with httpx2.AsyncClient(verify=verifying_tls(), timeout=30) as attacker:
                 replies.append(
                     await attacker.post(live.url, headers={**headers, "Authorization": f"Bearer {token}"}, json=replay)
                 )

@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.request_state import AESGCMRequestStateCodec
 from mcp_types import ElicitResult
 
+from backend_client.tls import verifying_tls
 from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_MEMBER_TOKEN, DEMO_OUTSIDER_TOKEN
 from tests.maya_tools.conftest import Person
 from tests.maya_tools.live import PATCH_ROUTE, Live, Proc, free_port, wait_until
@@ -165,7 +166,7 @@ async def test_a_card_planned_on_one_replica_is_approved_on_another_2025_11_25(r
     the same person's elicitation-capable client on replica 2 asks for the same change, meets that
     card, and approves it there."""
     async with (
-        httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+        httpx2.AsyncClient(verify=verifying_tls(), headers=BEARER, timeout=60) as http,
         Client(streamable_http_client(replicas.mcp(0), http_client=http), mode="legacy") as planner,
     ):
         planned = await planner.call_tool(*scale(4))
@@ -174,7 +175,7 @@ async def test_a_card_planned_on_one_replica_is_approved_on_another_2025_11_25(r
 
     person = Person()
     async with (
-        httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+        httpx2.AsyncClient(verify=verifying_tls(), headers=BEARER, timeout=60) as http,
         Client(
             streamable_http_client(replicas.mcp(2), http_client=http), mode="legacy", elicitation_callback=person
         ) as approver,
@@ -195,7 +196,7 @@ async def test_fifty_racing_approvals_of_one_card_over_three_replicas_mutate_doo
         message, headers = answer_round(transport, {"action": "accept", "content": {"approve": True}})
 
         async def approve(n: int) -> None:
-            async with httpx2.AsyncClient(timeout=60) as http:
+            async with httpx2.AsyncClient(verify=verifying_tls(), timeout=60) as http:
                 reply = await http.post(replicas.mcp(n % 3), headers=headers, json=message)
             replies.append(reply.text)
 
@@ -230,7 +231,7 @@ async def test_a_forged_or_altered_request_state_is_refused_by_every_replica(rep
         other_key = AESGCMRequestStateCodec([secrets.token_bytes(32)])
         claims = {"v": 1, "iat": time.time(), "exp": time.time() + 600, "m": "tools/call", "s": "{}"}
         forgeries = [flipped, other_key.seal(json.dumps(claims).encode()), '{"asked": {}}', real + "x"]
-        async with httpx2.AsyncClient(timeout=60) as http:
+        async with httpx2.AsyncClient(verify=verifying_tls(), timeout=60) as http:
             for n, forged in enumerate(forgeries * 3):
                 tampered = {**message, "params": {**message["params"], "requestState": forged}}
                 reply = await http.post(replicas.mcp(n % 3), headers=headers, json=tampered)
@@ -270,7 +271,7 @@ async def test_a_replica_killed_while_it_executes_is_settled_by_a_live_one_withi
     with pytest.raises(Exception):  # noqa: B017 (the replica died under the call: any transport error)
         with anyio.fail_after(30):
             async with (
-                httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+                httpx2.AsyncClient(verify=verifying_tls(), headers=BEARER, timeout=60) as http,
                 Client(
                     streamable_http_client(replicas.mcp(0), http_client=http),
                     elicitation_callback=Person("accept", hold_then_kill),
@@ -286,7 +287,7 @@ async def test_a_replica_killed_while_it_executes_is_settled_by_a_live_one_withi
     )
     assert time.monotonic() - killed_at < 60
     async with (
-        httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+        httpx2.AsyncClient(verify=verifying_tls(), headers=BEARER, timeout=60) as http,
         Client(streamable_http_client(replicas.mcp(1), http_client=http)) as client,
     ):
         shown = await client.call_tool("get_card", {"card_id": card["id"]})
@@ -300,7 +301,7 @@ async def test_a_replica_killed_while_it_executes_is_settled_by_a_live_one_withi
 
 
 async def test_every_replica_reports_ready_and_live_without_a_token(replicas: Replicas) -> None:
-    with httpx2.Client(timeout=10) as http:
+    with httpx2.Client(verify=verifying_tls(), timeout=10) as http:
         for server in replicas.servers:
             ready = http.get(f"http://127.0.0.1:{server.port}/healthz")
             assert (ready.status_code, ready.json()) == (200, {"status": "ok", "store": "postgresql"})
@@ -333,7 +334,7 @@ def balanced(replicas: Replicas, tmp_path: Path) -> Iterator[str]:
         def every_replica_checked_up() -> bool:
             assert process.poll() is None, log.read_text() or "haproxy exited"
             try:
-                with httpx2.Client(timeout=2) as http:
+                with httpx2.Client(verify=verifying_tls(), timeout=2) as http:
                     seen = {http.get(f"http://127.0.0.1:{port}/healthz").status_code for _ in range(6)}
                 return seen == {200}
             except httpx2.HTTPError:
@@ -354,7 +355,7 @@ async def test_the_documented_haproxy_config_carries_a_card_to_approval_across_t
     stick to their replica, 2026-07-28 rounds land wherever round robin sends them."""
     person = Person()
     async with (
-        httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+        httpx2.AsyncClient(verify=verifying_tls(), headers=BEARER, timeout=60) as http,
         Client(streamable_http_client(balanced, http_client=http), mode=mode, elicitation_callback=person) as client,
     ):
         first = await client.call_tool("list_node_pools", {"cluster": "payments-prod"})
@@ -371,7 +372,7 @@ async def test_an_approval_page_link_through_the_balancer_reaches_the_replica_th
     """A URL-mode client's link names the balancer and its replica (``?via=``): the balancer sends it home.
     The same link misrouted to another replica changes nothing and stays usable."""
     async with (
-        httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+        httpx2.AsyncClient(verify=verifying_tls(), headers=BEARER, timeout=60) as http,
         UrlOnlyClient(streamable_http_client(balanced, http_client=http), elicitation_callback=Browser()) as client,
     ):
         url, said = await link_by_error(client)
@@ -380,7 +381,7 @@ async def test_an_approval_page_link_through_the_balancer_reaches_the_replica_th
     asked_by = parse_qs(urlsplit(url).query)["via"][0]
     other = next(server for name, server in replicas.named.items() if name != asked_by)
     balancer_host = {"Host": f"127.0.0.1:{replicas.balancer_port}"}
-    async with httpx2.AsyncClient(timeout=30) as browser:
+    async with httpx2.AsyncClient(verify=verifying_tls(), timeout=30) as browser:
         page = await browser.get(url.replace(f":{replicas.balancer_port}/", f":{other.port}/"), headers=balancer_host)
         misrouted = await browser.post(
             url.replace(f":{replicas.balancer_port}/", f":{other.port}/"),
@@ -403,7 +404,7 @@ async def test_an_app_card_shown_by_one_replica_is_decided_on_another_once(repli
     outcomes = []
     for n, replica in enumerate((0, 2, 1)):
         async with (
-            httpx2.AsyncClient(headers=BEARER, timeout=60) as http,
+            httpx2.AsyncClient(verify=verifying_tls(), headers=BEARER, timeout=60) as http,
             Client(
                 streamable_http_client(replicas.mcp(replica), http_client=http),
                 mode=mode,

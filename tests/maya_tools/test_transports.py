@@ -21,6 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
+from backend_client.tls import verifying_tls
 from confirmation_cards import token_fingerprint
 from maya_tools.server import build_server
 from maya_tools.settings import Settings
@@ -154,7 +155,7 @@ def http_url(tmp_path: Path) -> Iterator[str]:
 
 
 async def test_http_request_without_a_bearer_token_is_refused(http_url: str) -> None:
-    async with httpx2.AsyncClient() as raw:
+    async with httpx2.AsyncClient(verify=verifying_tls()) as raw:
         response = await raw.post(http_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert response.status_code == 401
     assert "Bearer" in response.headers["www-authenticate"]
@@ -166,7 +167,7 @@ async def test_http_calls_door_with_each_callers_own_token(http_url: str, mode: 
     bearer makes the change, and the audit names the admin by token fingerprint and client, never the token."""
     headers = {"Authorization": f"Bearer {DEMO_MEMBER_TOKEN}"}
     async with (
-        httpx2.AsyncClient(headers=headers) as http,
+        httpx2.AsyncClient(verify=verifying_tls(), headers=headers) as http,
         Client(
             streamable_http_client(http_url, http_client=http), mode=mode, elicitation_callback=Person("accept")
         ) as client,
@@ -180,7 +181,7 @@ async def test_http_calls_door_with_each_callers_own_token(http_url: str, mode: 
     person = Person("accept")
     headers = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
     async with (
-        httpx2.AsyncClient(headers=headers) as http,
+        httpx2.AsyncClient(verify=verifying_tls(), headers=headers) as http,
         Client(streamable_http_client(http_url, http_client=http), mode=mode, elicitation_callback=person) as client,
     ):
         done = await client.call_tool(*SCALE)
@@ -212,7 +213,7 @@ async def test_over_http_a_card_is_shown_only_to_the_principal_that_planned_it(h
 
     async def call(token: str, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         async with (
-            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+            httpx2.AsyncClient(verify=verifying_tls(), headers={"Authorization": f"Bearer {token}"}) as http,
             Client(streamable_http_client(http_url, http_client=http)) as client,  # cannot elicit
         ):
             return await client.call_tool(tool, arguments)

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from backend_client.tls import verifying_tls
 from reference_backend import seed
 
 pytestmark = pytest.mark.http
@@ -81,7 +82,7 @@ def test_a_scale_up_over_http_completes_when_the_admin_clock_advances(server: st
     """R-PATCH-08/R-OP-03 end to end: 202, running, then succeeded after 120 simulated seconds."""
     admin = {"Authorization": f"Bearer {seed.DEMO_ADMIN_TOKEN}"}
     cluster = f"/v1/public/clusters/{seed.DEMO_CLUSTER_ID}"
-    with httpx2.Client(base_url=server, timeout=5) as client:
+    with httpx2.Client(verify=verifying_tls(), base_url=server, timeout=5) as client:
         accepted = client.patch(f"{cluster}/node-pools/workers", headers=admin, json={"count": 3})
         assert accepted.status_code == 202
         assert accepted.headers["x-request-id"]
@@ -93,7 +94,7 @@ def test_a_scale_up_over_http_completes_when_the_admin_clock_advances(server: st
 
 def test_errors_over_http_are_problems(server: str) -> None:
     """R-AUTH-01 over the wire: 401 problem+json; an unknown route is a 404 problem."""
-    with httpx2.Client(base_url=server, timeout=5) as client:
+    with httpx2.Client(verify=verifying_tls(), base_url=server, timeout=5) as client:
         response = client.get("/v1/public/clusters")
         assert (response.status_code, response.headers["content-type"]) == (401, "application/problem+json")
         assert client.get("/nowhere").status_code == 404
@@ -110,7 +111,7 @@ def test_the_state_file_survives_a_process_restart(tmp_path: Path) -> None:
         process = start(port, "--manual-clock", "--state", str(state))
         try:
             wait_until_listening(process, port)
-            with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
+            with httpx2.Client(verify=verifying_tls(), base_url=f"http://127.0.0.1:{port}", timeout=5) as client:
                 if round_ == 0:
                     body = {"name": "batch", "size": "dks.c5.large"}
                     assert client.post(pools, headers=admin, json=body).status_code == 202
