@@ -84,11 +84,30 @@ class _Asked:
 
 
 class _QuietServer(uvicorn.Server):
-    """uvicorn without its signal handlers: the MCP server owns SIGINT and SIGTERM."""
+    """uvicorn without its signal handlers (the MCP server owns SIGINT and SIGTERM), whose shutdown
+    begins when ``stop`` is called, not at the next of its 0.1 s ticks. Made in the event loop."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._stop = anyio.Event()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    def stop(self) -> None:
+        self.should_exit = True
+        self._stop.set()
+
+    async def main_loop(self) -> None:
+        """uvicorn's loop (``on_tick`` refreshes the Date header and reads ``should_exit``), woken by ``stop``."""
+        counter = 0
+        should_exit = await self.on_tick(counter)
+        while not should_exit:
+            counter = (counter + 1) % 864_000
+            with anyio.move_on_after(0.1):
+                await self._stop.wait()
+            should_exit = await self.on_tick(counter)
 
 
 class ApprovalPages:
@@ -145,7 +164,7 @@ class ApprovalPages:
     async def close(self) -> None:
         """Stop the loopback page server, if it was started."""
         if self._server is not None:
-            self._server.should_exit = True
+            self._server.stop()
             with anyio.move_on_after(5):
                 await self._stopped.wait()
 
