@@ -63,6 +63,14 @@ def modules() -> dict[str, Path]:
     return found
 
 
+@cache
+def trees() -> dict[str, ast.Module]:
+    """Every module's syntax tree, parsed once for all the checks here."""
+    return {
+        module: ast.parse(path.read_text(encoding="utf-8"), filename=str(path)) for module, path in modules().items()
+    }
+
+
 def _is_package(name: str) -> bool:
     return modules()[name].name == "__init__.py"
 
@@ -114,8 +122,7 @@ def _imported_names(module: str, tree: ast.AST, *, runtime_only: bool = False) -
 def third_party_imports() -> dict[str, frozenset[str]]:
     """The imported names that are not ours, per module (for the chat's MCP rule)."""
     result: dict[str, frozenset[str]] = {}
-    for module, path in modules().items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for module, tree in trees().items():
         result[module] = frozenset(name for name in _imported_names(module, tree) if _ours(name) is None)
     return result
 
@@ -124,8 +131,7 @@ def third_party_imports() -> dict[str, frozenset[str]]:
 def graph(runtime_only: bool = False) -> dict[str, frozenset[str]]:
     """Module → the modules of ours it imports (with ``runtime_only``: those an import executes)."""
     edges: dict[str, frozenset[str]] = {}
-    for module, path in modules().items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for module, tree in trees().items():
         targets = {_ours(name) for name in _imported_names(module, tree, runtime_only=runtime_only)}
         edges[module] = frozenset(t for t in targets if t is not None and t != module)
     return edges
