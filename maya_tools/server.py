@@ -27,7 +27,7 @@ from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
 from maya_tools.settings import Settings, check_replicas
 from maya_tools.tools import cards, changes, read
 from maya_tools.tools.changes import CHANGE_TOOLS
-from maya_tools.tools.schemas import publish_compact
+from maya_tools.tools.schemas import compact_tool, publish_compact
 
 if TYPE_CHECKING:
     from maya_tools.embedded import ReferenceBackend
@@ -79,6 +79,9 @@ class MayaServer(MCPServer[Runtime]):
     """``MCPServer`` whose refusals of a call, not only of a tool body, say what to do."""
 
     def __init__(self, *args: Any, read_only: bool = False, pages: ApprovalPages, **kwargs: Any) -> None:
+        self.published: set[str] = set()
+        """The tools whose schemas ``add_tool`` copied in their published (compact) form (the SDK's
+        ``__init__`` adds the extensions' tools)."""
         super().__init__(*args, **kwargs)
         self.read_only = read_only
         self.pages = pages
@@ -95,12 +98,14 @@ class MayaServer(MCPServer[Runtime]):
         meta: dict[str, Any] | None = None,
         structured_output: bool | None = None,
     ) -> None:
-        """The SDK's, except that a tool's schemas are derived once per process, not once per server.
+        """The SDK's, except that a tool's schemas are derived and compacted once per process, not once
+        per server.
 
         Deriving them (pydantic models and JSON schemas) is nearly all of ``build_server``'s ~30 ms, which
-        every in-memory test pays. A tool function that closes over nothing makes the same tool from the
-        same code, so a copy of the first one serves, with its own schema dicts (``publish_compact``
-        replaces them per server).
+        every in-memory test pays, and compacting them (``compact_tool``) most of the rest. A tool function
+        that closes over nothing makes the same tool from the same code, so a copy of the first one, whose
+        schemas are published already, serves, with its own schema dicts; its name goes in ``published``
+        so that ``publish_compact`` leaves it alone.
         """
         if fn.__closure__ is not None or icons is not None or self._tool_manager.get_tool(name or fn.__name__):
             super().add_tool(fn, name, title, description, annotations, icons, meta, structured_output)
@@ -127,6 +132,7 @@ class MayaServer(MCPServer[Runtime]):
                 meta=meta,
                 structured_output=structured_output,
             )
+            compact_tool(first)
         metadata = first.fn_metadata.model_copy(
             update={"output_schema": copy.deepcopy(first.fn_metadata.output_schema)}
         )
@@ -139,6 +145,7 @@ class MayaServer(MCPServer[Runtime]):
             }
         )
         self._tool_manager._tools[tool.name] = tool
+        self.published.add(tool.name)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Runtime, Any] | None = None
@@ -239,5 +246,5 @@ def build_server(
     mcp_prompts.register(mcp)
     if not settings.read_only:
         changes.register(mcp)
-    publish_compact(mcp)
+    publish_compact(mcp, published=mcp.published)
     return mcp

@@ -22,9 +22,11 @@ before is accepted now, and a result that matched its schema still matches.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Collection
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
 
 _NULL = {"type": "null"}
 _NOT_MERGED = frozenset({"$ref", "anyOf", "oneOf", "allOf", "enum", "const", "description", "default"})
@@ -144,20 +146,27 @@ def inline_single_defs(schema: Any) -> Any:
     return {"$defs": kept, **out} if kept else out
 
 
-def publish_compact(mcp: MCPServer[Any]) -> None:
-    """Compact the description, input and output schema of every tool registered on ``mcp`` so far.
+def publish_compact(mcp: MCPServer[Any], *, published: Collection[str] = ()) -> None:
+    """Compact the description, input and output schema of every tool registered on ``mcp`` so far,
+    except those named in ``published``, which are in this form already (``compact_tool``).
 
     Output schemas keep their types and drop their prose: no client shows them to the model, which
     reads the result's text (``content``), and what a field means is said there, in the tool's
     description and in the result models' code.
     """
     for tool in mcp._tool_manager.list_tools():
-        if tool.description:
-            tool.description = unwrapped(tool.description)
-        tool.parameters = compact(tool.parameters)
-        metadata = tool.fn_metadata
-        if metadata.output_schema is not None:
-            metadata.output_schema = inline_single_defs(open_objects(types_only(compact(metadata.output_schema))))
+        if tool.name not in published:
+            compact_tool(tool)
 
 
-__all__ = ["compact", "inline_single_defs", "publish_compact"]
+def compact_tool(tool: Tool) -> None:
+    """``tool``'s description, input and output schema, replaced by their published form."""
+    if tool.description:
+        tool.description = unwrapped(tool.description)
+    tool.parameters = compact(tool.parameters)
+    metadata = tool.fn_metadata
+    if metadata.output_schema is not None:
+        metadata.output_schema = inline_single_defs(open_objects(types_only(compact(metadata.output_schema))))
+
+
+__all__ = ["compact", "compact_tool", "inline_single_defs", "publish_compact"]
