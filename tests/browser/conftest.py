@@ -40,18 +40,20 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def anyio_backend() -> str:
-    """One event loop per module, so one Chromium serves the module's tests (each gets its own context).
+    """One event loop for the browser tests a worker runs in a row, so one Chromium serves them (each
+    test gets its own context). pytest ends it when the worker moves on to a test of another package.
 
     Not per session: anyio marks the thread as running asyncio for as long as a runner lives, so a
     later synchronous test on the same worker that calls ``anyio.run`` (``maya-tools eval``) would fail."""
     return "asyncio"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 async def chromium() -> AsyncIterator[Browser]:
-    """Debian's Chromium, launched once per module: a launch costs about a second of CPU."""
+    """Debian's Chromium and playwright's node driver, started once for the browser tests a worker runs
+    in a row: the two cost about two seconds of CPU."""
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=chromium_path(), args=ARGS)
         try:
