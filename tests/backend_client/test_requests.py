@@ -301,12 +301,15 @@ async def test_resolve_cluster_refuses_to_guess_between_clusters_of_one_name() -
 
 @pytest.fixture
 def self_signed(tmp_path: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 that no CA signed, and its key."""
+    """A certificate for 127.0.0.1 that no CA signed, and its key (`.ci/run` installs ``openssl`` when missing)."""
+    import shutil
     import subprocess
 
+    openssl = shutil.which("openssl")
+    assert openssl is not None, "this test needs the `openssl` command: apt-get install openssl"
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
          "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
          "-keyout", str(key), "-out", str(cert)],
         check=True, capture_output=True,
