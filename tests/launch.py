@@ -46,8 +46,9 @@ def _forkserver() -> ForkServerContext:
     return _context
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
-    """In the forked process: become ``maya-tools <argv>`` with ``env``, stdout discarded, stderr to ``log``."""
+def _run(argv: list[str], env: dict[str, str], cwd: str, log: str, stdout: bool = False) -> None:
+    """In the forked process: become ``maya-tools <argv>`` with ``env``, stderr to ``log``, and stdout
+    too with ``stdout`` (else discarded)."""
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
@@ -56,7 +57,7 @@ def _run(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
     null = os.open(os.devnull, os.O_RDWR)
     err = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(null, 0)
-    os.dup2(null, 1)
+    os.dup2(err if stdout else null, 1)
     os.dup2(err, 2)
     os.close(null)
     os.close(err)
@@ -69,10 +70,10 @@ def _run(argv: list[str], env: dict[str, str], cwd: str, log: str) -> None:
 class Launched:
     """A started ``maya-tools`` process: a small part of ``subprocess.Popen``'s interface."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path, *, stdout: bool = False) -> None:
         self.log = log
         self._process: BaseProcess = _forkserver().Process(
-            target=_run, args=(argv, env, os.getcwd(), str(log)), name=f"maya-tools {argv[0]}", daemon=False
+            target=_run, args=(argv, env, os.getcwd(), str(log), stdout), name=f"maya-tools {argv[0]}", daemon=False
         )
         self._process.start()
         assert self._process.pid is not None
@@ -96,6 +97,7 @@ class Launched:
         self.send_signal(signal.SIGKILL)
 
 
-def launch(argv: list[str], env: dict[str, str], log: Path) -> Launched:
-    """Start ``maya-tools <argv>`` as its own process, forked from this worker's preloaded fork server."""
-    return Launched(argv, env, log)
+def launch(argv: list[str], env: dict[str, str], log: Path, *, stdout: bool = False) -> Launched:
+    """Start ``maya-tools <argv>`` as its own process, forked from this worker's preloaded fork server;
+    its stderr, and with ``stdout`` its standard output too, go to ``log``."""
+    return Launched(argv, env, log, stdout=stdout)

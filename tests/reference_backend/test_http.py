@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
-import subprocess
-import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,11 +15,11 @@ import pytest
 
 from backend_client.tls import verifying_tls
 from reference_backend import seed
+from tests.launch import Launched, launch
 
 pytestmark = pytest.mark.http
 
 ADMIN_TOKEN = "http-admin-token"
-REPO = Path(__file__).resolve().parents[2]
 READY_DEADLINE_SECONDS = 20.0
 STOP_DEADLINE_SECONDS = 10.0
 
@@ -31,14 +31,12 @@ def free_port() -> int:
         return port
 
 
-def wait_until_listening(process: subprocess.Popen[str], port: int) -> None:
+def wait_until_listening(process: Launched, port: int) -> None:
     """Poll the port with a bounded deadline; fail early if the process dies."""
     deadline = time.monotonic() + READY_DEADLINE_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(
-                f"the server exited early with {process.returncode}: {process.stdout.read() if process.stdout else ''}"
-            )
+            pytest.fail(f"the server exited early with {process.poll()}: {printed(process)}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
@@ -47,20 +45,28 @@ def wait_until_listening(process: subprocess.Popen[str], port: int) -> None:
     pytest.fail("the server did not listen before the deadline")
 
 
-def start(port: int, *extra: str) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "maya_tools.cli", "reference-backend", "--port", str(port), *extra]
-    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def start(port: int, *extra: str) -> Launched:
+    """``maya-tools reference-backend`` in a process of its own, forked from the worker's fork server
+    (``tests.launch``); everything it prints, stdout and stderr, goes to its log."""
+    log = Path(tempfile.mkdtemp(prefix="maya-http-")) / "output.log"
+    return launch(["reference-backend", "--port", str(port), *extra], dict(os.environ), log, stdout=True)
 
 
-def stop(process: subprocess.Popen[str]) -> str:
+def printed(process: Launched) -> str:
+    """What the process has printed so far (nothing, if it died before it opened its log)."""
+    return process.log.read_text() if process.log.exists() else ""
+
+
+def stop(process: Launched) -> str:
     """SIGTERM, then a clean exit (status 0) within the deadline; returns everything it printed."""
     process.send_signal(signal.SIGTERM)
-    try:
-        output, _ = process.communicate(timeout=STOP_DEADLINE_SECONDS)
-    except subprocess.TimeoutExpired:
+    status = process.wait(timeout=STOP_DEADLINE_SECONDS)
+    output = printed(process)
+    if status is None:
         process.kill()
+        process.wait(timeout=5)
         pytest.fail("the server did not stop on SIGTERM")
-    assert process.returncode == 0, output
+    assert status == 0, output
     return output
 
 
