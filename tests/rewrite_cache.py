@@ -12,6 +12,10 @@ It also keeps pytest from rewriting the libraries of the plugins the suite block
 pyproject's ``addopts``: schemathesis and hypothesis, which ``test_schemathesis`` calls as plain
 libraries). pytest marks every package of a plugin's distribution for rewriting before it reads
 ``-p no:``, so the worker that imports them rewrote some 300 of their modules, about 2 s of CPU.
+
+And it compiles the project's own packages (``compile_packages``): under ``PYTHONDONTWRITEBYTECODE``
+nothing else writes their bytecode, so in a fresh checkout every `maya-tools` process a test starts
+compiled the modules it imports again, about 0.07 s of CPU each.
 """
 
 from __future__ import annotations
@@ -58,6 +62,30 @@ def unmark_blocked_plugins(config: pytest.Config) -> set[str]:
     return unmarked
 
 
+def package_sources(config: pytest.Config) -> list[Path]:
+    """The modules of the project's packages: every top-level folder with an ``__init__.py`` but the tests."""
+    roots = (d for d in sorted(config.rootpath.iterdir()) if (d / "__init__.py").is_file() and d.name != "tests")
+    return [path for root in roots for path in sorted(root.rglob("*.py"))]
+
+
+def compile_packages(files: list[Path]) -> int:
+    """Write the bytecode of each of ``files`` whose ``__pycache__`` entry is missing or stale, as an
+    import would without ``PYTHONDONTWRITEBYTECODE``; how many it wrote."""
+    import compileall
+    import importlib.util
+
+    written = 0
+    for fn in files:
+        before = _stamp(Path(importlib.util.cache_from_source(str(fn))))
+        if compileall.compile_file(fn, quiet=2) and _stamp(Path(importlib.util.cache_from_source(str(fn)))) != before:
+            written += 1
+    return written
+
+
+def _stamp(path: Path) -> float | None:
+    return path.stat().st_mtime_ns if path.exists() else None
+
+
 def cached(fn: Path) -> Path:
     """Where pytest keeps ``fn``'s rewritten code (``PYC_TAIL`` names the pytest version)."""
     from _pytest.assertion.rewrite import PYC_TAIL, get_cache_dir
@@ -66,8 +94,8 @@ def cached(fn: Path) -> Path:
 
 
 def prewarm(config: pytest.Config, files: list[Path] | None = None) -> int:
-    """Write the rewritten code of each of ``files`` (default: every file pytest rewrites here) whose
-    cache is missing or stale; how many it wrote."""
+    """Write the rewritten code of each of ``files`` (default: every file pytest rewrites here, and then
+    the packages' bytecode too) whose cache is missing or stale; how many rewritten files it wrote."""
     try:
         from _pytest.assertion import assertstate_key
         from _pytest.assertion.rewrite import _read_pyc, _rewrite_test, _write_pyc, get_cache_dir
@@ -77,6 +105,7 @@ def prewarm(config: pytest.Config, files: list[Path] | None = None) -> int:
         return 0
     state = config.stash[assertstate_key]
     todo = [fn for fn in (rewritten_files(config) if files is None else files) if _read_pyc(fn, cached(fn)) is None]
+    sources = package_sources(config) if files is None else []
 
     def write(part: list[Path]) -> None:
         for fn in part:
@@ -92,10 +121,13 @@ def prewarm(config: pytest.Config, files: list[Path] | None = None) -> int:
         if child == 0:  # the second half, on the other core
             try:
                 write(todo[1::2])
+                compile_packages(sources[1::2])
             finally:
                 os._exit(0)
         write(todo[0::2])
+        compile_packages(sources[0::2])
         os.waitpid(child, 0)
     else:
         write(todo)
+        compile_packages(sources)
     return sum(_read_pyc(fn, cached(fn)) is not None for fn in todo)

@@ -47,3 +47,24 @@ def test_the_libraries_of_blocked_plugins_are_imported_without_rewriting(pytestc
     assert _hypothesis_globals.__spec__ is not None
     assert not isinstance(_hypothesis_globals.__spec__.loader, AssertionRewritingHook)
     assert isinstance(__spec__.loader, AssertionRewritingHook)  # type: ignore[name-defined]
+
+
+def test_the_packages_bytecode_is_written_once_and_read_back(tmp_path: Path, pytestconfig: pytest.Config) -> None:
+    """Under PYTHONDONTWRITEBYTECODE nothing else writes it: the controller compiles every package module."""
+    import importlib.util
+    import marshal
+
+    from tests.rewrite_cache import compile_packages, package_sources
+
+    source = tmp_path / "module.py"
+    source.write_text("ANSWER = 42\n")
+    assert compile_packages([source]) == 1
+    data = Path(importlib.util.cache_from_source(str(source))).read_bytes()
+    assert data[:4] == importlib.util.MAGIC_NUMBER  # this interpreter's bytecode, which an import reads
+    namespace: dict[str, object] = {}
+    exec(marshal.loads(data[16:]), namespace)
+    assert namespace["ANSWER"] == 42
+    assert compile_packages([source]) == 0  # up to date: not written again
+    found = {path.relative_to(pytestconfig.rootpath).as_posix() for path in package_sources(pytestconfig)}
+    assert {"maya_tools/server.py", "reference_backend/app.py", "backend_client/models.py"} <= found
+    assert not any(name.startswith("tests/") for name in found)
