@@ -93,9 +93,10 @@ def cached(fn: Path) -> Path:
     return get_cache_dir(fn) / (fn.name[:-3] + PYC_TAIL)
 
 
-def prewarm(config: pytest.Config, files: list[Path] | None = None) -> int:
-    """Write the rewritten code of each of ``files`` (default: every file pytest rewrites here, and then
-    the packages' bytecode too) whose cache is missing or stale; how many rewritten files it wrote."""
+def prewarm(config: pytest.Config, files: list[Path] | None = None, sources: list[Path] | None = None) -> int:
+    """Write the rewritten code of each of ``files`` (default: every file pytest rewrites here) and the
+    bytecode of each of ``sources`` (default: the packages' modules) whose cache is missing or stale;
+    how many rewritten files it wrote."""
     try:
         from _pytest.assertion import assertstate_key
         from _pytest.assertion.rewrite import _read_pyc, _rewrite_test, _write_pyc, get_cache_dir
@@ -105,7 +106,7 @@ def prewarm(config: pytest.Config, files: list[Path] | None = None) -> int:
         return 0
     state = config.stash[assertstate_key]
     todo = [fn for fn in (rewritten_files(config) if files is None else files) if _read_pyc(fn, cached(fn)) is None]
-    sources = package_sources(config) if files is None else []
+    sources = package_sources(config) if sources is None else sources
 
     def write(part: list[Path]) -> None:
         for fn in part:

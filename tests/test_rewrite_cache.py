@@ -16,18 +16,18 @@ def test_a_prewarmed_module_is_read_back_and_explains_its_failing_assert(
     source = tmp_path / "test_sample.py"
     source.write_text("def test_sum():\n    total = 1 + 1\n    assert total == 3\n")
 
-    assert prewarm(pytestconfig, [source, source.with_name("conftest.py")]) == 1  # a missing file is skipped
+    assert prewarm(pytestconfig, [source, source.with_name("conftest.py")], []) == 1  # a missing file is skipped
     code = _read_pyc(source, cached(source))
     assert code is not None, "pytest does not accept the cached file"
     namespace: dict[str, object] = {}
     exec(code, namespace)
     with pytest.raises(AssertionError, match=r"assert 2 == 3"):  # rewritten: the values are explained
         namespace["test_sum"]()  # type: ignore[operator]
-    assert prewarm(pytestconfig, [source]) == 0  # cached, and valid while the source is unchanged
+    assert prewarm(pytestconfig, [source], []) == 0  # cached, and valid while the source is unchanged
 
     source.write_text("def test_sum():\n    assert 1 + 1 == 2\n")
     assert _read_pyc(source, cached(source)) is None  # pytest checks the source's hash, not the file's age
-    assert prewarm(pytestconfig, [source]) == 1
+    assert prewarm(pytestconfig, [source], []) == 1
 
 
 def test_every_test_module_and_conftest_of_the_suite_is_prewarmed(pytestconfig: pytest.Config) -> None:
@@ -58,7 +58,7 @@ def test_the_packages_bytecode_is_written_once_and_read_back(tmp_path: Path, pyt
 
     source = tmp_path / "module.py"
     source.write_text("ANSWER = 42\n")
-    assert compile_packages([source]) == 1
+    prewarm(pytestconfig, [], [source])  # as the controller does, on its two processes
     data = Path(importlib.util.cache_from_source(str(source))).read_bytes()
     assert data[:4] == importlib.util.MAGIC_NUMBER  # this interpreter's bytecode, which an import reads
     namespace: dict[str, object] = {}
