@@ -38,8 +38,9 @@ from mcp_types import ElicitRequestURLParams
 from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from confirmation_cards import Action, Card, CardNotFound, CardStatus, Planner, lifecycle, render_text
+from confirmation_cards import Action, Card, CardNotFound, CardStatus, Planner, lifecycle
 from confirmation_cards.actions import ACTIONS
+from confirmation_cards.form import FORM_MAX, form_message
 from confirmation_cards.models import card_digest_schema, strip_titles
 from confirmation_cards.render import clean_text, quoted, when
 from maya_tools.app_secret import mint_app_secret
@@ -145,19 +146,16 @@ async def card_for(
     return await lifecycle.keep_or_store(runtime.store, planned, runtime.now())
 
 
-QUESTION_MAX_BYTES = 8_000
-ASK = "\n\nApprove this change? Accept with `approve` ticked to execute it once; decline to discard it."
-CUT = "\n… (the card is cut here to fit the question; get_card shows all of it)"
+QUESTION_MAX = FORM_MAX
+"""Characters of a form question, the card's summary and the sentence that asks, together."""
+ASK = "\n\nApprove this change? Tick approve and accept to run it once; decline to discard it."
 
 
 def question(card: Card) -> str:
-    """The card as the person reads it, at most ``QUESTION_MAX_BYTES`` (the renderer already abridges
-    maps and long values; this is the last bound, and it keeps the question itself)."""
-    text = render_text(card)
-    room = QUESTION_MAX_BYTES - len(ASK.encode()) - len(CUT.encode())
-    if len(text.encode()) > room + len(CUT.encode()):
-        text = text.encode()[:room].decode(errors="ignore") + CUT
-    return text + ASK
+    """The form message: the card's plain-text summary (``form_message``) and the sentence that asks,
+    at most ``QUESTION_MAX`` characters. It depends on the card alone, so a later round of the
+    2026-07-28 flow asks the very question the person answered."""
+    return form_message(card, QUESTION_MAX - len(ASK)) + ASK
 
 
 # The card a call is about to ask about, kept per call so that an answer the SDK cannot parse

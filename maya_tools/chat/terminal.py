@@ -28,6 +28,8 @@ YES = frozenset({"y", "yes"})
 NO = frozenset({"", "n", "no"})
 BAR = "─" * 78
 SHOWN = 80  # a value from Door or the model, printed inside a line, is cut to this many characters
+FORM_SENTENCE = "Approve this change?"
+"""How the server's form message begins its last paragraph, the instruction for form renderers."""
 CARD_SHOWN = 16_000  # a card (the server bounds it to 8 KB; this chat does not rely on that)
 # Cc (escapes, carriage returns, bells), Cf (bidi overrides, zero-width), line and paragraph
 # separators, private use and surrogates.
@@ -178,7 +180,8 @@ class ApprovalPrompt:
             return ElicitResult(action="decline")
         self.shown.append(params.message)
         t.line(BAR)
-        t.line(textwrap.indent(short(params.message.rstrip(), CARD_SHOWN), "  │ ", lambda _: True))
+        card = without_form_sentence(params.message)
+        t.line(textwrap.indent(short(card.rstrip(), CARD_SHOWN), "  │ ", lambda _: True))
         t.line(BAR)
         try:
             said = t.ask("Approve this change? Only you can, here. [y/N] ", fresh=True)
@@ -201,6 +204,15 @@ class ApprovalPrompt:
             t.queued.append(said.strip())
         self.answers.append("decline")
         return ElicitResult(action="decline")
+
+
+def without_form_sentence(message: str) -> str:
+    """The card without the form's closing paragraph ("Approve this change? Tick approve and accept…"),
+    which tells a form renderer's user how to answer its form: this chat asks its own [y/N] instead.
+    Only a last paragraph that is that question goes; the server writes every name on one line, so
+    nothing Door wrote can make a paragraph of its own."""
+    card, _, last = message.rstrip().rpartition("\n\n")
+    return card if card and last.startswith(FORM_SENTENCE) else message
 
 
 def _is_confirm_form(schema: Any) -> bool:

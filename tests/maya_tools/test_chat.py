@@ -29,7 +29,13 @@ from mcp_types import ElicitRequestFormParams, ElicitRequestURLParams, ListTools
 from maya_tools.chat.app import CHOSEN_OFFLINE, NO_KEY, open_session, repl, run
 from maya_tools.chat.model import ModelChat, change_tools, changes_things, list_all_tools, model_tools, withheld
 from maya_tools.chat.settings import ChatSettings
-from maya_tools.chat.terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns, discard_typeahead
+from maya_tools.chat.terminal import (
+    ApprovalPrompt,
+    Terminal,
+    ctrl_c_abandons_turns,
+    discard_typeahead,
+    without_form_sentence,
+)
 from reference_backend.seed import DEMO_NODE_NAME
 from tests.maya_tools.conftest import MODES, operations
 
@@ -159,14 +165,20 @@ class ScriptedModel:
 
 
 def last_tool_result(body: dict[str, Any]) -> dict[str, Any]:
-    """The structured ChangeResult in the newest tool_result the chat sent to the model."""
+    """What the newest tool_result the chat sent says, read from its text as a model reads it: the
+    change tool's first line is "status: whether Door changed anything", and it names the card."""
     block = body["messages"][-1]["content"][-1]
     assert block["type"] == "tool_result", block
-    return json.loads(block["content"][0]["text"])
+    said = block["content"][0]["text"]
+    assert not said.lstrip().startswith("{"), said  # a short answer, not a JSON dump
+    status, _, door = said.split("\n", 1)[0].partition(": ")
+    card = re.search(r"\bcard_[\w-]+", said)
+    assert card is not None, said
+    return {"status": status, "changed": door.startswith("Door applied"), "card": {"id": card.group()}}
 
 
 async def report_what_happened(body: dict[str, Any]) -> Reply:
-    """A model that says what the tool result says, as Maya's prompt asks."""
+    """A model that says what the tool result's text says, as Maya's prompt asks."""
     result = last_tool_result(body)
     if result["changed"]:
         return [text(f"Done: the change was executed (card {result['card']['id']}).")], "end_turn"
@@ -223,6 +235,31 @@ async def test_an_approved_card_makes_exactly_one_change_and_the_answer_says_exe
     shown = out.getvalue()
     assert "✓ executed" in shown and "Done: the change was executed" in shown
     assert_consistent(session.messages)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_terminal_shows_the_card_without_the_forms_instruction_sentence(
+    server: MCPServer[Any], door: httpx2.AsyncClient, mode: str
+) -> None:
+    """The server's form message ends with how to answer a form; the chat asks its own [y/N]."""
+    model = ScriptedModel(([tool_use("scale_node_pool", SCALE)], "tool_use"), report_what_happened)
+    out = io.StringIO()
+    _, approval = await chat(server, model, Terminal(person("scale workers on payments-prod to 4", "n"), out), mode)
+
+    [sent] = approval.shown
+    assert "Tick approve and accept" in sent  # what a form renderer shows
+    shown = out.getvalue()
+    assert "Scale node pool" in shown and "count: 2 -> 4" in shown and "card_" in shown
+    assert "Tick approve" not in shown and "accept to run it once" not in shown
+    assert "Approve this change?" not in shown  # the chat's own [y/N] is the prompt its reader gets
+
+
+def test_only_a_last_paragraph_that_is_the_forms_question_is_left_out() -> None:
+    card = "Scale node pool “workers” on cluster “payments-prod”\n  count: 2 -> 4"
+    assert without_form_sentence(card + "\n\nApprove this change? Tick approve and accept.") == card
+    assert without_form_sentence(card) == card
+    other = card + "\n\nSomething else entirely."
+    assert without_form_sentence(other) == other
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -448,7 +485,7 @@ async def test_a_line_typed_ahead_cannot_answer_the_card(server: MCPServer[Any],
         return lines(prompt)
 
     def discard() -> None:
-        log.append("discard" + (" after the card" if "CONFIRM" in out.getvalue() else " before the card"))
+        log.append("discard" + (" after the card" if "Scale node pool" in out.getvalue() else " before the card"))
 
     model = ScriptedModel(([tool_use("scale_node_pool", SCALE)], "tool_use"), report_what_happened)
     await chat(server, model, Terminal(read, out, discard=discard))
