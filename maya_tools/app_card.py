@@ -29,13 +29,15 @@ from typing import Annotated, Any, Literal
 from mcp.server.apps import Apps
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from confirmation_cards import CardNotFound, CardStatus, lifecycle
 from maya_tools.app_secret import APP_URI, spend_app_secret
 from maya_tools.elicitation import Changed, decide_as
 from maya_tools.runtime import runtime_of
+from maya_tools.tools.card_texts import outcome_text
+from maya_tools.tools.results import answer
 
 CHANNEL = "MCP Apps card"
 REFUSED = "Refused: only the card's own view can decide it, with its one-time secret; nothing was changed."
@@ -81,7 +83,7 @@ async def decide_card(
     secret: Annotated[str, Field(min_length=1, max_length=128, description="The view's one-time secret.")],
     decision: Annotated[Literal["approve", "decline"], Field(description="The person's choice.")],
     ctx: Context[Any, Any],
-) -> Decided:
+) -> Annotated[CallToolResult, Decided]:
     """Decide a card from its view (needs the view's one-time secret)."""
     runtime = runtime_of(ctx)
     principal = runtime.principal(ctx)
@@ -95,7 +97,8 @@ async def decide_card(
         lifecycle.Approve() if decision == "approve" else lifecycle.Decline("declined on the app card")
     )
     done = await decide_as(runtime, ctx, card, chosen, channel=CHANNEL)
-    return Decided(status=done.status, changed=done.changed, message=done.message, operation_id=done.operation_id)
+    decided = Decided(status=done.status, changed=done.changed, message=done.message, operation_id=done.operation_id)
+    return answer(decided, outcome_text(done.status, done.changed, done.message, done.operation_id))
 
 
 def build_apps() -> Apps:

@@ -26,6 +26,7 @@ from maya_tools.request_state import request_state_security
 from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
 from maya_tools.settings import Settings, check_replicas
 from maya_tools.tools import cards, changes, read
+from maya_tools.tools.card_texts import change_answer
 from maya_tools.tools.changes import CHANGE_TOOLS
 from maya_tools.tools.schemas import compact_tool, publish_compact
 
@@ -177,7 +178,7 @@ class MayaServer(MCPServer[Runtime]):
                 declined = await decline_as(runtime, context, asked["card"], UNREADABLE)
                 tool = self._tool_manager.get_tool(name)
                 assert tool is not None
-                converted = tool.fn_metadata.convert_result(declined)
+                converted = tool.fn_metadata.convert_result(change_answer(declined))
                 assert isinstance(converted, CallToolResult)
                 return converted
             cause = exc.__cause__

@@ -209,6 +209,8 @@ def _cluster(data: dict[str, Any]) -> str:
 
 
 def _nodes(data: dict[str, Any]) -> str:
+    if data.get("total", 0) is None:  # a cold snapshot: not known yet, never "0 workers"
+        return f"The workers of {short(data.get('cluster_name', ''))} are not known yet; ask again in a few seconds."
     rows = [
         f"  {short(n['name']):<40} {short(n.get('pool') or '-'):<10} {short(n['status']):<12} ready={n['ready']}"
         for n in data.get("items", [])

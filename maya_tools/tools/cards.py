@@ -6,13 +6,15 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from confirmation_cards import AuditEvent, Card, render_markdown
 from confirmation_cards.models import card_digest_schema
 from maya_tools.runtime import runtime_of
 from maya_tools.tools.arguments import CARD_ID_MAX
+from maya_tools.tools.card_texts import card_text
+from maya_tools.tools.results import answer
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
@@ -34,7 +36,7 @@ def register(mcp: MCPServer[Any]) -> None:
         card_id: Annotated[
             str, Field(max_length=CARD_ID_MAX, description="The card's id, as a change tool returned it (`card_…`).")
         ],
-    ) -> CardView:
+    ) -> Annotated[CallToolResult, CardView]:
         """Show a confirmation card, its status and its audit trail."""
         runtime = runtime_of(ctx)
         await runtime.service.expire_due()
@@ -49,4 +51,5 @@ def register(mcp: MCPServer[Any]) -> None:
             raise ToolError(
                 f"No confirmation card {card_id!r} of yours. Change tools return the id of the card they make."
             )
-        return CardView(card=card, rendered=render_markdown(card), audit=await runtime.store.audit(card_id))
+        audit = await runtime.store.audit(card_id)
+        return answer(CardView(card=card, rendered=render_markdown(card), audit=audit), card_text(card, audit))

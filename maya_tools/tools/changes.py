@@ -9,7 +9,7 @@ from typing import Annotated, Any, get_args
 
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from backend_client import rules
@@ -29,6 +29,7 @@ from maya_tools.elicitation import (
     decide,
 )
 from maya_tools.tools.arguments import AutoArg, ClusterArg, CountArg, MapArg, MaxArg, MinArg, Name, PoolArg
+from maya_tools.tools.card_texts import change_answer
 
 # Each change tool renders as the MCP Apps card view for clients that declared the extension.
 APP_META: dict[str, Any] = {"ui": {"resourceUri": APP_URI}}
@@ -162,9 +163,9 @@ def register(mcp: MCPServer[Any]) -> None:
         max_nodes: MaxArg = None,
         labels: MapArg = None,
         tags: MapArg = None,
-    ) -> ChangeResult:
+    ) -> Annotated[CallToolResult, ChangeResult]:
         """Add a node pool. Shows a confirmation card; Door is called only if a person approves it."""
-        return await decide(card, answer, ctx)
+        return change_answer(await decide(card, answer, ctx))
 
     @mcp.tool(annotations=_change(destructive=True), meta=APP_META)
     async def scale_node_pool(
@@ -181,11 +182,11 @@ def register(mcp: MCPServer[Any]) -> None:
             Name | None,
             Field(description="Not changeable (R-PATCH-10): giving it only explains how to move to another tier."),
         ] = None,
-    ) -> ChangeResult:
+    ) -> Annotated[CallToolResult, ChangeResult]:
         """Scale a pool to a fixed count, or turn autoscaling on or off with its bounds.
 
         Shows a confirmation card; Door is called only if a person approves it."""
-        return await decide(card, answer, ctx)
+        return change_answer(await decide(card, answer, ctx))
 
     @mcp.tool(annotations=_change(destructive=True), meta=APP_META)
     async def relabel_node_pool(
@@ -196,10 +197,10 @@ def register(mcp: MCPServer[Any]) -> None:
         ctx: Context[Any, Any],
         labels: MapArg = None,
         tags: MapArg = None,
-    ) -> ChangeResult:
+    ) -> Annotated[CallToolResult, ChangeResult]:
         """Replace a pool's labels and/or tags. They are stored on the pool, not applied as Kubernetes
         node labels (R-POOL-05): use `kubectl label node` for scheduling. Needs a person's approval."""
-        return await decide(card, answer, ctx)
+        return change_answer(await decide(card, answer, ctx))
 
     @mcp.tool(annotations=_change(destructive=True), meta=APP_META)
     async def remove_node_pool(
@@ -208,10 +209,10 @@ def register(mcp: MCPServer[Any]) -> None:
         card: Annotated[Card, Resolve(plan_remove)],
         answer: Annotated[ElicitationResult[Confirm], Resolve(ask_remove)],
         ctx: Context[Any, Any],
-    ) -> ChangeResult:
+    ) -> Annotated[CallToolResult, ChangeResult]:
         """Remove a node pool and drain its workers. The last pool of a cluster cannot be removed
         (R-DEL-01). Shows a confirmation card; Door is called only if a person approves it."""
-        return await decide(card, answer, ctx)
+        return change_answer(await decide(card, answer, ctx))
 
     @mcp.tool(annotations=_change(destructive=True), meta=APP_META)
     async def replace_node(
@@ -222,7 +223,7 @@ def register(mcp: MCPServer[Any]) -> None:
         card: Annotated[Card, Resolve(plan_replace)],
         answer: Annotated[ElicitationResult[Confirm], Resolve(ask_replace)],
         ctx: Context[Any, Any],
-    ) -> ChangeResult:
+    ) -> Annotated[CallToolResult, ChangeResult]:
         """Replace one worker: Door drains it and brings up a new one, keeping the pool's count
         (R-RNODE-02). Use it to recycle a bad node, not to scale down. Needs a person's approval."""
-        return await decide(card, answer, ctx)
+        return change_answer(await decide(card, answer, ctx))

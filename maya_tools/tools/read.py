@@ -10,8 +10,10 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field, StrictStr
 
 from backend_client import models
+from backend_client._constants import DEFAULT_FRESH_TIMEOUT
 from backend_client.errors import OperationFailed
 from backend_client.nodes import NodePage
+from confirmation_cards.planner import NODES_FRESH_TIMEOUT
 from confirmation_cards.render import clean_text
 from maya_tools.errors import door_errors
 from maya_tools.runtime import runtime_of
@@ -25,9 +27,12 @@ from maya_tools.tools.results import (
     PoolsResult,
     answer,
     cluster_text,
+    clusters_text,
     nodes_text,
+    operations_text,
     pool_page,
     pools_text,
+    tiers_text,
 )
 
 # Door's strings reach the model one line long, without control or format characters, and at most
@@ -84,7 +89,7 @@ def register(mcp: MCPServer[Any]) -> None:
         name: Annotated[
             StrictStr | None, Field(max_length=CLUSTER_MAX, description="Only the cluster with this exact name.")
         ] = None,
-    ) -> ClusterListResult:
+    ) -> Annotated[CallToolResult, ClusterListResult]:
         """List the DKS clusters you can see, with their phase and planned capacity."""
         runtime = runtime_of(ctx)
         with door_errors():
@@ -94,7 +99,7 @@ def register(mcp: MCPServer[Any]) -> None:
             if runtime.embedded
             else f"Door at {runtime.base_url}"
         )
-        return tidy(
+        result = tidy(
             ClusterListResult(
                 backend=where,
                 clusters=[
@@ -110,6 +115,7 @@ def register(mcp: MCPServer[Any]) -> None:
                 ],
             )
         )
+        return answer(result, clusters_text(result, name))
 
     @mcp.tool(annotations=READ)
     async def get_cluster(
@@ -190,9 +196,17 @@ def register(mcp: MCPServer[Any]) -> None:
         Door serves node lists from a cache (R-NODE-01..04): `freshness` says whether this snapshot
         is fresh, cold or stale."""
         door = runtime_of(ctx).door(ctx)
+        waited = DEFAULT_FRESH_TIMEOUT if wait_for_fresh else 0.0
         with door_errors():
             found = await door.resolve_cluster(cluster)
             nodes = await door.node_page(found.id, pool, offset=offset, limit=limit, fresh=wait_for_fresh)
+            if nodes.cold and not wait_for_fresh:
+                # R-NODE-03: a cold read has no items, which is not "0 workers". Wait for the refresh it
+                # queued, as long as the planner waits, and say "not known yet" if it does not land.
+                waited = NODES_FRESH_TIMEOUT
+                nodes = await door.node_page(
+                    found.id, pool, offset=offset, limit=limit, fresh=True, fresh_timeout=NODES_FRESH_TIMEOUT
+                )
         result = tidy(
             NodesResult(
                 cluster_id=found.id,
@@ -202,20 +216,21 @@ def register(mcp: MCPServer[Any]) -> None:
                 cold=nodes.cold,
                 stale=nodes.stale,
                 next_refresh_at=nodes.next_refresh_at,
-                total=nodes.total,
+                total=None if nodes.cold else nodes.total,
                 summary=nodes.counts,
                 items=nodes.items,
                 offset=offset,
                 next_offset=nodes.next_offset,
             )
         )
-        return answer(result, nodes_text(result))
+        return answer(result, nodes_text(result, waited))
 
     @mcp.tool(annotations=READ)
-    async def list_machine_tiers(ctx: Context[Any, Any]) -> models.MachineTierList:
+    async def list_machine_tiers(ctx: Context[Any, Any]) -> Annotated[CallToolResult, models.MachineTierList]:
         """The machine tiers a pool can use (its `size`): vCPU, memory, disk and price per hour."""
         with door_errors():
-            return tidy(await runtime_of(ctx).door(ctx).list_machine_tiers())
+            tiers = tidy(await runtime_of(ctx).door(ctx).list_machine_tiers())
+        return answer(tiers, tiers_text(tiers))
 
     @mcp.tool(annotations=READ)
     async def get_cluster_operations(
@@ -226,7 +241,7 @@ def register(mcp: MCPServer[Any]) -> None:
             Field(description="An operation id, pool name or node name: wait until its running operation ends."),
         ] = None,
         timeout_seconds: Annotated[Number, Field(gt=0, le=900, description="How long to follow at most.")] = 120.0,
-    ) -> OperationsResult:
+    ) -> Annotated[CallToolResult, OperationsResult]:
         """The cluster's phase and its pool and node operations, newest first (R-OP-03).
 
         With `follow`, waits for that operation to finish and reports progress meanwhile."""
@@ -264,7 +279,7 @@ def register(mcp: MCPServer[Any]) -> None:
                 except OperationFailed as failed:
                     followed = failed.operation  # a failed operation is an answer, not a tool failure
             state = await door.get_cluster_state(found.id)
-        return tidy(
+        result = tidy(
             OperationsResult(
                 cluster_id=found.id,
                 cluster_name=found.name,
@@ -274,3 +289,4 @@ def register(mcp: MCPServer[Any]) -> None:
                 followed=followed,
             )
         )
+        return answer(result, operations_text(result))

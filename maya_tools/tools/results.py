@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backend_client import models
 from backend_client.nodes import PoolStatusCount
+from confirmation_cards.render import when
 
 # At most this many pool lines in a text; the rest are counted, and are in structuredContent.
 TEXT_POOL_LINES = 30
@@ -87,7 +88,9 @@ class NodesResult(Result):
     cold: bool
     stale: bool
     next_refresh_at: datetime | None
-    total: int
+    total: int | None = Field(
+        description="Workers in the snapshot, every page; null while Door has no snapshot (cold): not known, not zero."
+    )
     summary: list[PoolStatusCount] = Field(description="Workers counted by pool and status.")
     items: list[models.Node] = Field(description="This page of workers.")
     offset: int
@@ -138,6 +141,12 @@ def pool_line(p: models.NodePool, *, detail: bool) -> str:
     return line
 
 
+def paging(offset: int, shown: int, total: int, next_offset: int | None) -> str:
+    """Paging in words: which part of ``total`` this page is, and the offset that asks for more."""
+    where = f"showing {shown} of {total}" if offset == 0 else f"showing {offset + 1}–{offset + shown} of {total}"
+    return where + (f"; ask with offset {next_offset} for more" if next_offset is not None else "")
+
+
 def pools_text(
     pools: list[models.NodePool], total: int, offset: int, next_offset: int | None, *, pool: str | None, detail: bool
 ) -> str:
@@ -148,7 +157,7 @@ def pools_text(
         lines.append(f"Pools {offset + 1}–{offset + len(pools)} of {total} (name: tier × count):")
         lines += [pool_line(p, detail=detail) for p in pools]
     if next_offset is not None:
-        lines.append(f"More: offset={next_offset}; or pool=NAME for one pool.")
+        lines.append(f"{paging(offset, len(pools), total, next_offset)}; or pool=NAME for one pool.")
     if not detail and any(p.labels or p.tags for p in pools):
         lines.append("Labels and tags are counted; detail=true shows them.")
     return "\n".join(lines)
@@ -174,16 +183,25 @@ def _counted(counts: Iterable[tuple[str, int]]) -> str:
     return ", ".join(f"{n} {status}" for status, n in counts)
 
 
-def nodes_text(result: NodesResult) -> str:
+def nodes_text(result: NodesResult, waited: float) -> str:
+    """Counts first, the page, and paging in words; a cold snapshot says the list is not known yet
+    (R-NODE-03: Door answers a cold read with no items, which is not a count of zero)."""
     where = f"pool {result.pool} of {result.cluster_name}" if result.pool else result.cluster_name
-    lines = [f"{result.total} workers in {where}; snapshot {result.freshness}."]
+    if result.total is None:
+        expected = f" (Door expects it at {when(result.next_refresh_at)})" if result.next_refresh_at else ""
+        return (
+            f"The workers of {where} are not known yet: Door has no snapshot of them (cold), and the refresh "
+            f"it queued had not landed after {waited:g} s of waiting{expected}. Ask again in a few seconds."
+        )
     by_status: Counter[str] = Counter()
     by_pool: dict[str | None, Counter[str]] = {}
     for c in result.summary:
         by_status[c.status] += c.count
         by_pool.setdefault(c.pool, Counter())[c.status] += c.count
+    head = f"{where}: {result.total} {'worker' if result.total == 1 else 'workers'}"
     if by_status:
-        lines.append("By status: " + _counted(sorted(by_status.items())) + ".")
+        head += " (" + _counted(sorted(by_status.items())) + ")"
+    lines = [f"{head}; snapshot {result.freshness}."]
     if len(by_pool) > 1:
         shown = sorted(by_pool.items(), key=lambda kv: (set(kv[1]) == {"Running"}, kv[0] or ""))
         lines.append(f"By pool ({len(by_pool)} pools, those not all Running first):")
@@ -193,8 +211,55 @@ def nodes_text(result: NodesResult) -> str:
                 f"… {len(shown) - TEXT_POOL_LINES} more pools (structuredContent `summary`; or pass pool=NAME)."
             )
     if result.items:
-        lines.append(f"Workers {result.offset + 1}–{result.offset + len(result.items)} (name, pool, status, ready):")
+        lines.append("Workers (name, pool, status, ready):")
         lines += [f"- {n.name} {n.pool or '-'} {n.status}{' ready' if n.ready else ''}" for n in result.items]
-    if result.next_offset is not None:
-        lines.append(f"More: offset={result.next_offset}.")
+    if result.total and (result.offset or result.next_offset is not None):
+        lines.append(paging(result.offset, len(result.items), result.total, result.next_offset).capitalize() + ".")
+    return "\n".join(lines)
+
+
+def clusters_text(result: ClusterListResult, name: str | None) -> str:
+    if not result.clusters:
+        asked = f" named {name!r}" if name is not None else ""
+        return f"No cluster{asked} that you can see ({result.backend})."
+    count = len(result.clusters)
+    lines = [f"{count} {'cluster' if count == 1 else 'clusters'} ({result.backend}):"]
+    for c in result.clusters[:TEXT_POOL_LINES]:
+        planned = (
+            f"{c.total_vcpu} vCPU / {c.total_memory_gib:g} GiB planned"
+            if c.total_vcpu is not None and c.total_memory_gib is not None
+            else "planned capacity unknown"
+        )
+        lines.append(f"- {c.name}: {c.phase}, {c.pools} {'pool' if c.pools == 1 else 'pools'}, {planned}")
+    if count > TEXT_POOL_LINES:
+        lines.append(f"… {count - TEXT_POOL_LINES} more (structuredContent `clusters`; or pass name=NAME).")
+    return "\n".join(lines)
+
+
+def tiers_text(tiers: models.MachineTierList) -> str:
+    lines = [f"{len(tiers.items)} machine tiers a pool can use (id: vCPU, memory, disk, price per hour):"]
+    lines += [
+        f"- {t.id}: {t.vcpu} vCPU, {t.memory_gib:g} GiB, {t.spec.disk_gib} GiB disk, {t.price_per_hour:g}/h"
+        for t in tiers.items
+    ]
+    return "\n".join(lines)
+
+
+def _operation_line(op: models.Operation) -> str:
+    said = op.error or op.message
+    return f"- {op.kind} {op.target}: {op.status}" + (f", {said}" if said else "") + f" (id {op.id})"
+
+
+def operations_text(result: OperationsResult) -> str:
+    running = f"{result.running} {'operation' if result.running == 1 else 'operations'} running"
+    lines = [f"{result.cluster_name} is {result.phase}; {running}."]
+    if result.followed is not None:
+        lines.append("Followed to its end: " + _operation_line(result.followed).removeprefix("- ") + ".")
+    if result.operations:
+        lines.append("Operations, newest first:")
+        lines += [_operation_line(op) for op in result.operations[:TEXT_POOL_LINES]]
+        if len(result.operations) > TEXT_POOL_LINES:
+            lines.append(f"… {len(result.operations) - TEXT_POOL_LINES} more (structuredContent `operations`).")
+    else:
+        lines.append("No operations recorded.")
     return "\n".join(lines)

@@ -86,6 +86,7 @@ async def test_the_view_s_secret_approves_once_and_door_applies_the_change_once(
     assert person.messages == [], "an Apps client gets no elicitation, even though it declares it"
     assert not done.is_error and done.structured_content is not None
     assert done.structured_content["status"] == "executed" and done.structured_content["changed"] is True
+    assert getattr(done.content[0], "text", "").startswith("executed: Door applied the change."), "not JSON"
     assert again.is_error and "nothing was changed" in str(again.content)
     assert secret not in card_read
     [op] = await operations(door)

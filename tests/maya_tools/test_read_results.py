@@ -58,7 +58,7 @@ async def test_list_nodes_on_40000_workers_is_under_2000_tokens_and_counts_every
     data = result.structured_content
     assert data is not None and data["total"] == 40_000 and len(data["items"]) == 50
     assert sum(c["count"] for c in data["summary"]) == 40_000 and data["next_offset"] == 50
-    assert "40000 workers" in text and "More: offset=50." in text
+    assert "big: 40000 workers" in text and "Showing 50 of 40000; ask with offset 50 for more." in text
     assert tokens(text) <= 2000, tokens(text)
 
 
