@@ -38,7 +38,13 @@ async def mint_app_secret(runtime: Runtime, card: Card) -> str | None:
 
 
 async def spend_app_secret(runtime: Runtime, card: Card, principal: str, secret: str) -> bool:
-    """Spend the secret, atomically: true once, for the caller that planned the card, while it is pending."""
-    if card.principal is not None and card.principal != principal:
+    """Spend the secret, atomically: true once, for the caller that planned the card, while it is pending.
+
+    The comparison of principals is the secret's one principal check (a card without a principal is
+    nobody's to decide here). The hash looked up is the one minted, of the card's own principal, not
+    the caller's: hashing the caller's would repeat the check, and each copy would hide the removal
+    of the other from every test (``tests/maya_tools/test_guard_layers.py`` has one per layer).
+    """
+    if card.principal != principal:
         return False
-    return await runtime.store.use_link(card.id, app_hash(card.id, principal, secret))
+    return await runtime.store.use_link(card.id, app_hash(card.id, card.principal or "", secret))
