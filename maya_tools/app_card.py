@@ -14,14 +14,15 @@ it succeeds or fails, at most every 2 s and for at most 15 minutes, and never af
 tool is already the model's own read, so the view reads nothing the model could not; a new app-only
 read tool would add surface and would not fit ``tools/list``'s 20 KB budget.
 
-The view is one self-contained document: the vendored ext-apps SDK bundle
-(``static/ext-apps/app-with-deps.js``, MIT, refreshed by ``scripts/refresh_ext_apps.sh``) is inlined,
-and nothing is loaded from the network.
+The view is one self-contained document: ``static/card-view.html`` with its script inlined,
+``static/card-view.js``, which ``web/card-view/build.mjs`` bundles from the view's source and only
+what it imports of the ext-apps SDK (``@modelcontextprotocol/ext-apps`` and its dependencies, pinned
+by that folder's lockfile; their licences in ``static/card-view.licenses.txt``). Nothing is loaded
+from the network.
 """
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from importlib import resources
 from typing import Annotated, Any, Literal
@@ -41,7 +42,7 @@ from maya_tools.tools.results import answer
 
 CHANNEL = "MCP Apps card"
 REFUSED = "Refused: only the card's own view can decide it, with its one-time secret; nothing was changed."
-_EXPORT = re.compile(r"export\s*\{([^}]*)\}\s*;?\s*$")
+SCRIPT_SLOT = "/*CARD_VIEW_JS*/"
 
 
 class Decided(BaseModel):
@@ -54,28 +55,18 @@ class Decided(BaseModel):
     operation_id: str | None = None
 
 
-def _bundle_as_global(bundle: str) -> str:
-    """The ES module bundle with its trailing ``export {a as B, …}`` turned into ``globalThis.McpExtApps``,
-    so it runs inline (an inline module cannot be imported by another)."""
-    found = _EXPORT.search(bundle.rstrip())
-    if found is None:
-        raise ValueError("the vendored ext-apps bundle does not end with an export list")
-    names = []
-    for item in found.group(1).split(","):
-        local, _, exported = item.strip().partition(" as ")
-        names.append(f"{(exported or local).strip()}:{local.strip()}")
-    return bundle.rstrip()[: found.start()] + "globalThis.McpExtApps={" + ",".join(names) + "};"
-
-
 @cache
 def view_html() -> str:
-    """The card view: the template with the ext-apps bundle inlined."""
+    """The card view: the template with its built script inlined."""
     static = resources.files("maya_tools") / "static"
     template = (static / "card-view.html").read_text(encoding="utf-8")
-    bundle = _bundle_as_global((static / "ext-apps" / "app-with-deps.js").read_text(encoding="utf-8"))
-    if "</script" in bundle.lower():
-        raise ValueError("the vendored ext-apps bundle contains </script and cannot be inlined")
-    return template.replace("/*EXT_APPS_BUNDLE*/", bundle)
+    script = (static / "card-view.js").read_text(encoding="utf-8").rstrip()
+    if template.count(SCRIPT_SLOT) != 1:
+        raise ValueError(f"card-view.html must hold {SCRIPT_SLOT} exactly once, where its script goes")
+    if any(marker in script.lower() for marker in ("</script", "<script", "<!--")):
+        # Any of these would end the inline script early or change how the HTML parser reads it.
+        raise ValueError("card-view.js contains </script, <script or <!-- and cannot be inlined: rebuild it")
+    return template.replace(SCRIPT_SLOT, script)
 
 
 async def decide_card(

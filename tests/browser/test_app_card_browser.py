@@ -5,16 +5,18 @@ iframe through ``AppBridge`` and answers the view's ``tools/call`` by forwarding
 client that declared the Apps extension, to a real ``maya-tools serve --transport streamable-http``.
 Clicks on the view's buttons are real clicks. Door's operations, read back through the server's own
 tools, show the change applied exactly once, or not at all.
-Re-take the screenshots in docs/img: MAYA_UPDATE_SCREENSHOTS=1 pytest tests/browser
+Re-take the screenshots in docs/img (light, dark, decided, no-Apps host):
+MAYA_UPDATE_SCREENSHOTS=1 pytest tests/browser/test_app_card_browser.py
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx2
 import pytest
@@ -74,10 +76,13 @@ async def show_card(
     forge: bool = False,
     page_clock: bool = False,
     failing: frozenset[str] = frozenset(),
+    server_tools: bool = True,
+    ready: str = "#approve",
 ) -> tuple[Page, FrameLocator, list[str]]:
     """The host's part of a change tool call: call it, read its view, render it with the result.
     With ``page_clock`` the page's timers are playwright's, for the test to run; calls of the tools
-    in ``failing`` are answered with an error instead of reaching the server."""
+    in ``failing`` are answered with an error instead of reaching the server; without
+    ``server_tools`` the host tells the view it passes no tools/call on. Waits for ``ready`` to show."""
     result = await client.call_tool(*SCALE)
     assert not result.is_error, result
     read = await client.read_resource(APP_URI)
@@ -108,10 +113,10 @@ async def show_card(
     await page.goto(HOST + "host.html")
     await page.evaluate(
         "(args) => window.startHost(args)",
-        {"html": html, "toolInput": SCALE[1], "toolResult": shown, "theme": scheme},
+        {"html": html, "toolInput": SCALE[1], "toolResult": shown, "theme": scheme, "serverTools": server_tools},
     )
     view = page.frame_locator("iframe")
-    await view.get_by_role("button", name="Approve").wait_for()
+    await view.locator(ready).wait_for()
     return page, view, calls
 
 
@@ -135,9 +140,16 @@ async def outcome(view: FrameLocator, calls: list[str], http_url: str | None = N
         raise AssertionError(
             f"the view never settled.\nview: {shown}\nforwarded: {calls}\nconsole:\n  {console}\nserver log: {log}"
         ) from None
-    assert await view.get_by_role("button", name="Approve").is_disabled()
-    assert await view.get_by_role("button", name="Decline").is_disabled()
+    assert await view.locator("#approve").is_disabled() and await view.locator("#decline").is_disabled()
+    await expect(view.locator("#buttons")).to_be_hidden()
     return "ok" in (await settled.get_attribute("class") or ""), await settled.inner_text()
+
+
+async def said_once(view: FrameLocator, words: str) -> None:
+    """The view says ``words`` in one place only (the outcome is not repeated by the time left or elsewhere)."""
+    shown = await view.locator("body").inner_text()
+    times = shown.lower().count(words.lower())
+    assert times == 1, f"{words!r} is said {times} times:\n{shown}"
 
 
 async def test_approve_in_the_view_applies_the_change_once_and_shows_the_outcome(
@@ -150,11 +162,12 @@ async def test_approve_in_the_view_applies_the_change_once_and_shows_the_outcome
         await view.get_by_role("button", name="Approve").click()
         ok, said = await outcome(view, calls, http_url)
         assert ok and "Door accepted" in said, said
+        await said_once(view, "accepted")
         # Then it follows Door's operation (the server's backend runs 100× real time) until it settles.
         await expect(view.locator("#progress")).to_have_attribute("data-state", "succeeded", timeout=30_000)
         await expect(view.locator("#progress")).to_have_text("Updating pool workers: done (4/4 workers Running)")
         await expect(view.locator("#progress-bar")).to_be_hidden()
-        await shot(page, "app-card-done-light.png")
+        await shot(page, "app-card-decided.png")
         assert await pool_updates(client) == 1
         assert calls[0] == "decide_card" and set(calls[1:]) == {"get_cluster_operations"}, calls
 
@@ -166,7 +179,7 @@ async def test_decline_in_the_view_changes_nothing(http_url: str, chromium: Brow
         await view.get_by_role("button", name="Decline").click()
         ok, said = await outcome(view, calls, http_url)
         assert not ok and "declined" in said.lower(), said
-        await shot(page, "app-card-done-dark.png")
+        await said_once(view, "declined")
         assert await pool_updates(client) == 0
         assert calls == ["decide_card"]
 
@@ -188,11 +201,14 @@ def door_clock() -> ManualClock:
 
 
 @asynccontextmanager
-async def in_process_client(tmp_path: Path, door_clock: ManualClock) -> AsyncIterator[Client]:
-    """An Apps client of the server in this process, on an embedded backend whose clock the test drives."""
+async def in_process_client(
+    tmp_path: Path, door_clock: ManualClock, apps: bool = True, mode: Literal["legacy", "auto"] = "auto"
+) -> AsyncIterator[Client]:
+    """A client of the server in this process (an Apps client unless ``apps`` is false), on an embedded
+    backend whose clock the test drives."""
     settings = Settings(card_store=str(tmp_path / "cards.sqlite3"), door_token=DEMO_ADMIN_TOKEN, approver="tester")
     server = build_server(settings, backend=ReferenceBackend(clock=door_clock, seed="demo"))
-    async with Client(server, extensions=[APPS]) as client:
+    async with Client(server, mode=mode, extensions=[APPS] if apps else []) as client:
         yield client
 
 
@@ -273,3 +289,74 @@ async def test_the_view_gives_up_after_three_failed_reads_and_says_so(
         await expect(step).to_have_text("Could not read Door's progress; follow it with get_cluster_operations.")
         await page.clock.run_for(20 * 60_000)
         assert await step.get_attribute("data-reads") == "3"
+
+
+async def test_the_title_is_larger_than_the_section_headings(
+    tmp_path: Path, door_clock: ManualClock, chromium: Browser
+) -> None:
+    async with in_process_client(tmp_path, door_clock) as client:
+        _, view, _ = await show_card(chromium, client)
+        size = "(e) => parseFloat(getComputedStyle(e).fontSize)"
+        title = await view.locator("h1").evaluate(size)
+        headings = await view.locator("h2").evaluate_all(f"(all) => all.map({size})")
+        assert len(headings) >= 3 and all(title > heading for heading in headings), (title, headings)
+
+
+async def test_the_countdown_stops_once_the_card_is_decided(
+    tmp_path: Path, door_clock: ManualClock, chromium: Browser
+) -> None:
+    async with in_process_client(tmp_path, door_clock) as client:
+        page, view, calls = await show_card(chromium, client, page_clock=True)
+        time = view.locator("#time")
+        before = await time.inner_text()
+        assert before.startswith("Expires in "), before
+        await page.clock.run_for(2_000)
+        await expect(time).not_to_have_text(before)  # it counts down while the card waits
+        await view.get_by_role("button", name="Decline").click()
+        await outcome(view, calls)
+        await expect(time).to_be_hidden()
+        decided = await time.text_content()
+        await page.clock.run_for(5_000)
+        assert await time.text_content() == decided
+
+
+async def test_an_expired_card_says_so_once(tmp_path: Path, door_clock: ManualClock, chromium: Browser) -> None:
+    async with in_process_client(tmp_path, door_clock) as client:
+        page, view, calls = await show_card(chromium, client, page_clock=True)
+        await page.clock.fast_forward(11 * 60_000)  # past the card's 10 minutes
+        ok, said = await outcome(view, calls)
+        assert not ok and said.startswith("Expired: nothing was changed"), said
+        await said_once(view, "expired")
+        assert calls == []
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_client_that_declared_no_apps_gets_a_view_that_says_why_it_cannot_approve(
+    tmp_path: Path, door_clock: ManualClock, chromium: Browser, mode: Literal["legacy", "auto"]
+) -> None:
+    """The host renders the view although its MCP client did not declare the Apps extension to the
+    server (VS Code, when we last read): the server sent no secret, so the view says why it cannot
+    approve and what to do instead, and shows no buttons."""
+    async with in_process_client(tmp_path, door_clock, apps=False, mode=mode) as client:
+        page, view, calls = await show_card(chromium, client, ready="#cannot")
+        cannot = view.locator("#cannot")
+        await expect(cannot).to_have_attribute("data-reason", "no-secret")
+        await expect(cannot).to_contain_text("did not declare MCP Apps support")
+        await expect(cannot).to_contain_text("Approve or decline it where your client asks you")
+        await expect(view.locator("#buttons")).to_be_hidden()
+        await expect(view.locator("#time")).to_have_text(re.compile(r"^Expires in \d+:\d\d$"))
+        if mode == "auto":
+            await shot(page, "app-card-no-apps.png")
+        assert calls == [] and await pool_updates(client) == 0
+
+
+async def test_a_host_that_passes_no_tool_calls_gets_a_view_that_says_why_it_cannot_approve(
+    tmp_path: Path, door_clock: ManualClock, chromium: Browser
+) -> None:
+    async with in_process_client(tmp_path, door_clock) as client:
+        _, view, calls = await show_card(chromium, client, server_tools=False, ready="#cannot")
+        cannot = view.locator("#cannot")
+        await expect(cannot).to_have_attribute("data-reason", "no-server-tools")
+        await expect(cannot).to_contain_text("does not let its views call the server's tools")
+        await expect(view.locator("#buttons")).to_be_hidden()
+        assert calls == [] and await pool_updates(client) == 0

@@ -1,0 +1,185 @@
+// The card view's script (bundled by build.mjs into maya_tools/static/card-view.js, which
+// maya_tools/app_card.py inlines into card-view.html). Door's strings reach the page only through
+// textContent: never markup.
+import { App, applyDocumentTheme, applyHostStyleVariables } from "@modelcontextprotocol/ext-apps";
+
+const $ = (id) => document.getElementById(id);
+const TITLES = { add_node_pool: "Add node pool", scale_node_pool: "Scale node pool",
+  relabel_node_pool: "Relabel node pool", remove_node_pool: "Remove node pool", replace_node: "Replace node" };
+const KINDS = { "pool.create": "Creating pool", "pool.update": "Updating pool", "pool.delete": "Removing pool",
+  "node.replace": "Replacing node" };
+const STATES = { running: "in progress", succeeded: "done", failed: "failed" };
+// Why this view cannot approve, and what the person can do instead (one sentence each).
+const CANNOT = {
+  "no-secret": "Your MCP client did not declare MCP Apps support (the io.modelcontextprotocol/ui extension) "
+    + "to maya-tools, so maya-tools gave this view no approval key.",
+  "no-server-tools": "This host does not let its views call the server's tools (it offered no serverTools), "
+    + "so Approve and Decline could not reach maya-tools.",
+};
+const INSTEAD = "Approve or decline it where your client asks you (a form or a one-time approval link), or in a "
+  + "client that declares MCP Apps or MCP elicitation. Nothing changes until then; unapproved, the card expires.";
+// Following Door's operation after an approval: bounded in rate and in total time.
+const POLL_MS = 2000, POLL_LATER_MS = 5000, POLL_FAST_FOR_MS = 60 * 1000, FOLLOW_FOR_MS = 15 * 60 * 1000;
+const MAX_FAILED_READS = 3;
+let approval = null, expiresAt = null, timer = null, shown = null, following = null;
+
+function text(value) {
+  if (value === null || value === undefined) return "—";
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+function row(parent, cells) {
+  const tr = document.createElement("tr");
+  for (const cell of cells) { const td = document.createElement("td"); td.textContent = text(cell); tr.append(td); }
+  parent.append(tr);
+}
+function money(n) { return typeof n === "number" ? "$" + n.toFixed(2) + "/h" : "—"; }
+function capacity(c) {
+  return c ? `${text(c.total_vcpu)} vCPU, ${text(c.total_memory_gib)} GiB memory, ${text(c.total_volume_gib)} GiB disk` : "—";
+}
+function stopCountdown() {
+  clearInterval(timer); timer = null;
+  $("time").hidden = true;
+}
+// The decision is final: the outcome is said here and nowhere else, the buttons and the time left go.
+function settled(message, ok) {
+  approval = null;
+  stopCountdown();
+  $("approve").disabled = true; $("decline").disabled = true;
+  $("buttons").hidden = true; $("cannot").hidden = true;
+  $("outcome").hidden = false;
+  $("outcome").textContent = message; $("outcome").className = "outcome " + (ok ? "ok" : "bad");
+}
+// What the view says of a decision: its own words for an approval or a decline (the server's are
+// written for the model and repeat themselves here: "Declined (declined on the app card)", "Door
+// accepted … Door accepted … Follow it with get_cluster_operations", which the view does itself), the
+// server's for anything else (stale, expired, failed, refused), which names the reason.
+const SAID = { executed: "Approved: Door accepted the change.", declined: "Declined: nothing was changed." };
+function said(status, message) {
+  return SAID[status] || text(message);
+}
+function tick() {
+  if (!expiresAt || timer === null) return;
+  const left = Math.max(0, Math.round((expiresAt - Date.now()) / 1000));
+  if (left === 0) return settled("Expired: nothing was changed, and this card can no longer be approved.", false);
+  $("time").textContent = `Expires in ${Math.floor(left / 60)}:${String(left % 60).padStart(2, "0")}`;
+}
+function progress(state, words) {
+  $("progress-box").hidden = false;
+  $("progress-bar").hidden = state !== "running";
+  $("progress").dataset.state = state;
+  $("progress").textContent = words;
+}
+function stopFollowing() {
+  if (following) clearTimeout(following.timer);
+  following = null;
+}
+function follow(clusterId, operationId) {
+  stopFollowing();
+  following = { clusterId, operationId, since: Date.now(), failedReads: 0, timer: null };
+  progress("running", `Following Door's operation ${operationId}…`);
+  poll(following);
+}
+async function poll(f) {
+  let ops = null;
+  $("progress").dataset.reads = String(Number($("progress").dataset.reads || 0) + 1);
+  try {
+    const result = await app.callServerTool({ name: "get_cluster_operations", arguments: { cluster: f.clusterId } });
+    if (!result.isError && result.structuredContent) ops = result.structuredContent.operations || [];
+  } catch (error) { ops = null; }
+  if (following !== f) return; // torn down, or another card shown, while the read was under way
+  if (ops === null) {
+    f.failedReads += 1;
+    if (f.failedReads >= MAX_FAILED_READS) {
+      progress("unknown", "Could not read Door's progress; follow it with get_cluster_operations.");
+      return stopFollowing();
+    }
+    progress("running", `Could not read Door's progress (${f.failedReads} of ${MAX_FAILED_READS} tries); trying again.`);
+  } else {
+    f.failedReads = 0;
+    const op = ops.find((o) => o.id === f.operationId);
+    if (!op) {
+      progress("unknown", `Door no longer lists operation ${f.operationId}; check the pool or node.`);
+      return stopFollowing();
+    }
+    const step = op.status === "failed" ? op.error || op.message : op.message;
+    progress(op.status, `${KINDS[op.kind] || text(op.kind)} ${text(op.target)}: ${STATES[op.status] || text(op.status)}`
+      + (step ? ` (${text(step)})` : ""));
+    if (op.status !== "running") return stopFollowing();
+  }
+  const elapsed = Date.now() - f.since;
+  if (elapsed >= FOLLOW_FOR_MS) {
+    progress("unknown", "Still running after 15 minutes; stopped following. Follow it with get_cluster_operations.");
+    return stopFollowing();
+  }
+  f.timer = setTimeout(() => poll(f), elapsed < POLL_FAST_FOR_MS ? POLL_MS : POLL_LATER_MS);
+}
+// Why the person cannot decide here, or null when they can: the server gives the secret only to a
+// client that declared the Apps extension, and Approve needs a host that passes tools/call on.
+function cannotApprove(card, meta) {
+  if (!(meta && meta.cardId === card.id)) return "no-secret";
+  if (!(app.getHostCapabilities() || {}).serverTools) return "no-server-tools";
+  return null;
+}
+function render(result) {
+  const data = result.structuredContent || {};
+  const card = data.card;
+  if (!card) return;
+  stopFollowing(); $("progress-box").hidden = true;
+  shown = card;
+  $("waiting").hidden = true; $("card").hidden = false;
+  $("title").textContent = TITLES[card.action] || text(card.action);
+  $("target").textContent = `${text(card.target)} on cluster ${text(card.cluster_name)}`;
+  const diff = $("diff"); diff.replaceChildren();
+  for (const change of card.diff || []) row(diff, [change.field, change.before, change.after]);
+  const cap = $("capacity"); cap.replaceChildren();
+  row(cap, ["Capacity", capacity(card.capacity_before), capacity(card.capacity_after)]);
+  row(cap, ["Price", money(card.price_before), money(card.price_after)]);
+  const warnings = $("warnings"); warnings.replaceChildren();
+  for (const w of card.warnings || []) { const li = document.createElement("li"); li.textContent = text(w.message); warnings.append(li); }
+  $("warnings-box").hidden = !(card.warnings || []).length;
+  $("request").textContent = `${text(card.method)} ${text(card.path)}\n${JSON.stringify(card.body ?? {}, null, 2)}`;
+  expiresAt = Date.parse(card.expires_at);
+  if (card.status !== "pending") {
+    settled(said(card.status, data.message), card.status === "executed");
+    if (card.status === "executed" && data.operation_id) follow(card.cluster_id, data.operation_id);
+    return;
+  }
+  const meta = (result._meta || {})["maya-tools/approval"];
+  const why = cannotApprove(card, meta);
+  approval = why === null ? meta : null;
+  $("approve").disabled = !approval; $("decline").disabled = !approval;
+  $("buttons").hidden = !approval; $("outcome").hidden = true;
+  $("cannot").hidden = why === null; $("cannot").dataset.reason = why || "";
+  $("cannot-why").textContent = why ? CANNOT[why] : "";
+  $("cannot-instead").textContent = INSTEAD;
+  $("time").hidden = false;
+  clearInterval(timer); timer = setInterval(tick, 1000); tick();
+}
+async function decide(decision) {
+  if (!approval) return;
+  const { cardId, secret } = approval;
+  $("approve").disabled = true; $("decline").disabled = true;
+  try {
+    const result = await app.callServerTool({ name: "decide_card", arguments: { card_id: cardId, secret, decision } });
+    const data = result.structuredContent || {};
+    const executed = !result.isError && data.status === "executed";
+    const words = data.message || (result.content || []).map((c) => c.text || "").join(" ");
+    settled(result.isError ? words : said(data.status, words), executed);
+    if (executed && data.operation_id && shown && shown.id === cardId) follow(shown.cluster_id, data.operation_id);
+  } catch (error) {
+    settled("The decision could not be sent: " + String(error && error.message || error), false);
+  }
+}
+function theme(ctx) {
+  if (!ctx) return;
+  if (ctx.theme) applyDocumentTheme(ctx.theme);
+  if (ctx.styles && ctx.styles.variables) applyHostStyleVariables(ctx.styles.variables);
+}
+const app = new App({ name: "maya-tools card", version: "1" });
+app.ontoolresult = render;
+app.onhostcontextchanged = theme;
+app.onteardown = async () => { stopFollowing(); stopCountdown(); return {}; };
+$("approve").addEventListener("click", () => decide("approve"));
+$("decline").addEventListener("click", () => decide("decline"));
+await app.connect();
+theme(app.getHostContext());
