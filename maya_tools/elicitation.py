@@ -33,9 +33,6 @@ from mcp.server.mcpserver import (
     ElicitationResult,
 )
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.shared.exceptions import UrlElicitationRequiredError
-from mcp_types import ElicitRequestURLParams
-from mcp_types.version import is_version_at_least
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from confirmation_cards import Action, Card, CardNotFound, CardStatus, Planner, lifecycle
@@ -45,6 +42,7 @@ from confirmation_cards.models import card_digest_schema, strip_titles
 from confirmation_cards.render import clean_text, quoted, when
 from maya_tools.app_secret import mint_app_secret
 from maya_tools.errors import door_errors
+from maya_tools.page_link import link_answer, link_round, rides_input_required
 from maya_tools.runtime import Runtime, runtime_of
 
 Plan = Callable[..., Awaitable[Card]]
@@ -102,11 +100,6 @@ NO_CHANNEL = (
 LINK_QUESTION = (
     "Approve or decline in your browser: {title} {target} on cluster {cluster}. This one-time link shows the "
     "whole card; it expires with the card at {expires}."
-)
-LINK_SENT = (
-    "Nothing has changed yet: card {card} waits for your decision on the approval page (a one-time link your "
-    "MCP client shows you, never to the model). It expires unapproved at {expires}; get_card shows what "
-    "became of it."
 )
 APP_WAITING = (
     "Nothing has changed yet: card {card} waits for your decision on the card your MCP client shows "
@@ -171,6 +164,10 @@ async def ask(
     asked = ASKED.get()
     if asked is not None:
         asked["card"] = card.id
+    opened = link_answer(card.id, ctx)
+    if opened is not None:
+        # A 2026-07-28 retry answering this card's link: the page decided, whatever the status now.
+        return PageAnswer(action=opened)
     if card.status is not CardStatus.PENDING:
         return AlreadyDecided(status=card.status)
     if client_supports_apps(ctx):
@@ -201,9 +198,9 @@ async def show_app_card(card: Card, ctx: Context[Any, Any], asked: dict[str, str
 async def ask_by_link(card: Card, ctx: Context[Any, Any]) -> NoApprovalChannel | AlreadyDecided | PageAnswer:
     """Channel 3: a URL elicitation of a one-time link to the card's approval page.
 
-    The link travels only in the elicitation request: ``elicitation/create`` on 2025-11-25, and on
-    2026-07-28 (whose ``input_required`` flow carries form questions only in the SDK's resolvers) the
-    protocol's URL-elicitation-required error, whose message, the part a model may read, has no link.
+    The link travels only in the elicitation request: ``elicitation/create`` mid-call on 2025-11-25,
+    an ``input_required`` round on 2026-07-28 (``maya_tools.page_link``; never ``-32042``, which that
+    version retired), whose retry comes back through ``ask`` with the person's answer.
     """
     runtime = runtime_of(ctx)
     expires = when(card.expires_at)
@@ -222,17 +219,10 @@ async def ask_by_link(card: Card, ctx: Context[Any, Any]) -> NoApprovalChannel |
         cluster=quoted(clean_text(card.cluster_name)),
         expires=expires,
     )
-    if ctx.protocol_version is not None and is_version_at_least(ctx.protocol_version, INPUT_REQUIRED_VERSION):
-        raise UrlElicitationRequiredError(
-            [ElicitRequestURLParams(message=message, url=link, elicitation_id=card.id)],
-            message=LINK_SENT.format(card=card.id, expires=expires),
-        )
+    if rides_input_required(ctx):
+        raise link_round(card.id, message, link)
     answer = await ctx.elicit_url(message, link, card.id)
     return PageAnswer(action=answer.action)
-
-
-INPUT_REQUIRED_VERSION = "2026-07-28"
-"""The first protocol whose elicitations ride ``input_required`` results rather than requests."""
 
 
 Changed = Annotated[bool | Literal["unknown"], WithJsonSchema({"enum": [True, False, "unknown"]})]

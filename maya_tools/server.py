@@ -22,6 +22,7 @@ from maya_tools.app_secret import META_KEY
 from maya_tools.approval_page import ApprovalPages
 from maya_tools.elicitation import ASKED, decline_as
 from maya_tools.errors import bounded
+from maya_tools.page_link import LinkAsked
 from maya_tools.request_state import request_state_security
 from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
 from maya_tools.settings import Settings, check_replicas
@@ -160,7 +161,10 @@ class MayaServer(MCPServer[Runtime]):
         asked: dict[str, str] = {}
         token = ASKED.set(asked)
         try:
-            result = await super().call_tool(name, arguments, context)
+            try:
+                result = await super().call_tool(name, arguments, context)
+            except LinkAsked as asking:
+                return asking.result
             secret = asked.get("app_secret")
             if secret is not None and isinstance(result, CallToolResult) and not result.is_error:
                 # The view's one-time secret travels in `_meta` only: never in content or

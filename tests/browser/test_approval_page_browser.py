@@ -23,7 +23,7 @@ from backend_client.tls import verifying_tls
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.browser.conftest import IMG, WIDTH
 from tests.maya_tools.test_approval_page import Browser as LinkOpener
-from tests.maya_tools.test_approval_page import UrlOnlyClient, link_by_error
+from tests.maya_tools.test_approval_page import UrlOnlyClient, opened_link
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -31,13 +31,15 @@ Scheme = Literal["light", "dark"]
 
 
 @asynccontextmanager
-async def url_only_client(http_url: str) -> AsyncIterator[Client]:
+async def url_only_client(http_url: str) -> AsyncIterator[tuple[Client, LinkOpener]]:
+    """A URL-only client and the person at its elicitations, who opens the link and leaves it to Chromium."""
     headers = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
+    opener = LinkOpener()
     async with (
         httpx2.AsyncClient(verify=verifying_tls(), headers=headers) as http,
-        UrlOnlyClient(streamable_http_client(http_url, http_client=http), elicitation_callback=LinkOpener()) as client,
+        UrlOnlyClient(streamable_http_client(http_url, http_client=http), elicitation_callback=opener) as client,
     ):
-        yield client
+        yield client, opener
 
 
 async def pool_updates(client: Client) -> int:
@@ -80,8 +82,8 @@ async def screenshot(page: Page, name: str) -> None:
 async def test_approve_in_chromium_applies_the_change_once_and_a_reload_or_second_click_does_nothing(
     http_url: str, chromium: Browser
 ) -> None:
-    async with url_only_client(http_url) as client:
-        url, _ = await link_by_error(client)
+    async with url_only_client(http_url) as (client, opener):
+        url, _ = await opened_link(client, opener)
         assert await pool_updates(client) == 0
         page = await open_page(chromium, url)
         await page.get_by_role("heading", level=1).wait_for()
@@ -105,8 +107,8 @@ async def test_approve_in_chromium_applies_the_change_once_and_a_reload_or_secon
 
 
 async def test_a_form_left_open_in_a_second_tab_cannot_approve_again(http_url: str, chromium: Browser) -> None:
-    async with url_only_client(http_url) as client:
-        url, _ = await link_by_error(client)
+    async with url_only_client(http_url) as (client, opener):
+        url, _ = await opened_link(client, opener)
         first, second = await open_page(chromium, url), await open_page(chromium, url)
         async with first.expect_navigation():
             await first.get_by_role("button", name="Approve").click()
@@ -118,8 +120,8 @@ async def test_a_form_left_open_in_a_second_tab_cannot_approve_again(http_url: s
 
 
 async def test_decline_in_chromium_changes_nothing(http_url: str, chromium: Browser) -> None:
-    async with url_only_client(http_url) as client:
-        url, _ = await link_by_error(client)
+    async with url_only_client(http_url) as (client, opener):
+        url, _ = await opened_link(client, opener)
         page = await open_page(chromium, url, "dark")
         await screenshot(page, "approval-page-dark.png")
         async with page.expect_navigation():
@@ -130,5 +132,3 @@ async def test_decline_in_chromium_changes_nothing(http_url: str, chromium: Brow
         await page.reload()
         assert await page.get_by_role("button", name="Approve").count() == 0
         assert await pool_updates(client) == 0
-
-

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp import Client, MCPError, UrlElicitationRequiredError
+from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
@@ -91,13 +91,15 @@ async def press(url: str, button: str, **changes: Any) -> httpx2.Response:
         return await http.post(url, data={k: v for k, v in data.items() if v is not None}, headers=headers)
 
 
-async def link_by_error(client: Client) -> tuple[str, str]:
-    """2026-07-28: the call ends in the URL-elicitation-required error; its elicitation carries the link."""
-    with pytest.raises(MCPError) as raised:
-        await client.call_tool(*SCALE)
-    error = UrlElicitationRequiredError.from_error(raised.value.error)
-    [elicitation] = error.elicitations
-    return elicitation.url, str(raised.value)
+async def opened_link(client: Client, browser: Browser, call: tuple[str, dict[str, Any]] = SCALE) -> tuple[str, str]:
+    """Call a change tool; ``browser`` (the client's elicitation callback) opens the link and, unless
+    told to press, decides nothing. The link comes mid-call on 2025-11-25 and in an ``input_required``
+    round on 2026-07-28; either way the call ends with the card pending. Returns the link and all the
+    model may read of the result."""
+    result = await client.call_tool(*call)
+    data = result.structured_content
+    assert data is not None and data["status"] == "pending" and data["changed"] is False, result
+    return browser.urls[-1], str(result.model_dump())
 
 
 def secret_of(url: str) -> str:
@@ -110,16 +112,12 @@ async def test_a_url_only_client_approves_on_the_page_and_door_applies_the_chang
 ) -> None:
     browser = Browser("approve")
     async with UrlOnlyClient(server, mode=mode, elicitation_callback=browser) as client:
-        if mode == "legacy":
-            result = await client.call_tool(*SCALE)
-            data = result.structured_content
-            assert data is not None and data["status"] == "executed" and data["changed"] is True
-            [url] = browser.urls
-            [page] = browser.pages
-            said = str(result.model_dump())
-        else:
-            url, said = await link_by_error(client)
-            page = await press(url, "approve")
+        result = await client.call_tool(*SCALE)
+        data = result.structured_content
+        assert data is not None and data["status"] == "executed" and data["changed"] is True
+        [url] = browser.urls
+        [page] = browser.pages
+        said = str(result.model_dump())
         cards = (await client.call_tool("list_cards", {})).model_dump()
     assert url not in said and secret_of(url) not in said, "the link goes only through the elicitation"
     assert secret_of(url) not in str(cards)
@@ -139,27 +137,26 @@ async def test_decline_on_the_page_changes_nothing(
 ) -> None:
     browser = Browser("decline")
     async with UrlOnlyClient(server, mode=mode, elicitation_callback=browser) as client:
-        if mode == "legacy":
-            result = await client.call_tool(*SCALE)
-            data = result.structured_content
-            assert data is not None and data["status"] == "declined" and data["changed"] is False
-            [page] = browser.pages
-        else:
-            url, _ = await link_by_error(client)
-            page = await press(url, "decline")
+        result = await client.call_tool(*SCALE)
+    data = result.structured_content
+    assert data is not None and data["status"] == "declined" and data["changed"] is False
+    [page] = browser.pages
     assert page.status_code == 200 and "Status: declined" in page.text
     assert await operations(door) == []
     assert [c.status for c in (await SqliteCardStore(card_store).list())] == [CardStatus.DECLINED]
 
 
-async def test_a_link_the_person_refuses_to_open_declines_the_card(server: MCPServer[Any], card_store: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_link_the_person_refuses_to_open_declines_the_card(
+    server: MCPServer[Any], card_store: Path, mode: str
+) -> None:
     class Refuses(Browser):
         async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
             await super().__call__(context, params)
             return ElicitResult(action="decline")
 
     browser = Refuses()
-    async with UrlOnlyClient(server, mode="legacy", elicitation_callback=browser) as client:
+    async with UrlOnlyClient(server, mode=mode, elicitation_callback=browser) as client:
         result = await client.call_tool(*SCALE)
         async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
             page = await http.get(browser.urls[0])
@@ -168,23 +165,26 @@ async def test_a_link_the_person_refuses_to_open_declines_the_card(server: MCPSe
     assert page.status_code == 404, "a declined card's link shows nothing"
 
 
-async def test_an_opened_link_not_yet_decided_leaves_the_card_pending(
-    server: MCPServer[Any], door: httpx2.AsyncClient
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_opened_link_not_yet_decided_leaves_the_card_pending_until_it_expires(
+    server: MCPServer[Any], door: httpx2.AsyncClient, mode: str
 ) -> None:
     browser = Browser()
-    async with UrlOnlyClient(server, mode="legacy", elicitation_callback=browser) as client:
+    async with UrlOnlyClient(server, mode=mode, elicitation_callback=browser) as client:
         result = await client.call_tool(*SCALE)
     data = result.structured_content
     assert data is not None and data["status"] == "pending" and data["changed"] is False
-    assert "approval page" in data["message"] and browser.urls[0] not in str(result.model_dump())
+    assert "approval page" in data["message"] and "expires unapproved at" in data["message"]
+    assert browser.urls[0] not in str(result.model_dump())
     assert await operations(door) == []
 
 
 async def test_a_link_decides_once_and_a_reload_a_second_post_or_an_altered_secret_do_nothing(
     server: MCPServer[Any], door: httpx2.AsyncClient
 ) -> None:
-    async with UrlOnlyClient(server, elicitation_callback=Browser()) as client:
-        url, _ = await link_by_error(client)
+    browser = Browser()
+    async with UrlOnlyClient(server, elicitation_callback=browser) as client:
+        url, _ = await opened_link(client, browser)
         async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
             page = await http.get(url)
             token = form_token(page.text)
@@ -217,8 +217,9 @@ async def test_a_link_decides_once_and_a_reload_a_second_post_or_an_altered_secr
 async def test_a_cross_site_post_changes_nothing_and_leaves_the_link_usable(
     server: MCPServer[Any], door: httpx2.AsyncClient, forgery: dict[str, Any]
 ) -> None:
-    async with UrlOnlyClient(server, elicitation_callback=Browser()) as client:
-        url, _ = await link_by_error(client)
+    browser = Browser()
+    async with UrlOnlyClient(server, elicitation_callback=browser) as client:
+        url, _ = await opened_link(client, browser)
         refused = await press(url, "approve", **forgery)
         assert refused.status_code in (403, 404) and "executed" not in refused.text
         assert await operations(door) == []
@@ -228,8 +229,9 @@ async def test_a_cross_site_post_changes_nothing_and_leaves_the_link_usable(
 
 
 async def test_the_page_cannot_be_framed_or_cached_and_loads_nothing_else(server: MCPServer[Any]) -> None:
-    async with UrlOnlyClient(server, elicitation_callback=Browser()) as client:
-        url, _ = await link_by_error(client)
+    browser = Browser()
+    async with UrlOnlyClient(server, elicitation_callback=browser) as client:
+        url, _ = await opened_link(client, browser)
         async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
             page = await http.get(url)
     assert page.headers["cache-control"] == "no-store"
@@ -251,11 +253,12 @@ def http_url(tmp_path: Path) -> Iterator[str]:
 async def test_over_streamable_http_the_same_server_serves_the_page_without_a_bearer(http_url: str) -> None:
     """The link points at the server's own host and port; the page needs no bearer, /mcp still does."""
     headers = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
+    browser = Browser()
     async with (
         httpx2.AsyncClient(verify=verifying_tls(), headers=headers) as http,
-        UrlOnlyClient(streamable_http_client(http_url, http_client=http), elicitation_callback=Browser()) as client,
+        UrlOnlyClient(streamable_http_client(http_url, http_client=http), elicitation_callback=browser) as client,
     ):
-        url, said = await link_by_error(client)
+        url, said = await opened_link(client, browser)
         assert url.startswith(http_url.removesuffix("/mcp") + "/approve/") and url not in said
         page = await press(url, "approve")
         cards = await client.call_tool("list_cards", {})
@@ -280,14 +283,12 @@ async def test_door_strings_on_the_page_are_inert_text(
     )
     assert response.status_code == 202
     clock.advance(600)  # the relabel operation finishes, so the pool is idle again
-    async with UrlOnlyClient(server, elicitation_callback=Browser()) as client:  # the page lives with the server
-        with pytest.raises(MCPError) as raised:
-            await client.call_tool(
-                "relabel_node_pool", {"cluster": "payments-prod", "pool": "workers", "labels": {"note": "calm"}}
-            )
-        [elicitation] = UrlElicitationRequiredError.from_error(raised.value.error).elicitations
+    browser = Browser()
+    async with UrlOnlyClient(server, elicitation_callback=browser) as client:  # the page lives with the server
+        relabel = ("relabel_node_pool", {"cluster": "payments-prod", "pool": "workers", "labels": {"note": "calm"}})
+        url, _ = await opened_link(client, browser, relabel)
         async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
-            page = await http.get(elicitation.url)
+            page = await http.get(url)
     assert page.status_code == 200
     assert (
         "<script>" not in page.text
@@ -300,8 +301,9 @@ async def test_door_strings_on_the_page_are_inert_text(
 async def test_the_link_of_an_expired_card_decides_nothing(
     server: MCPServer[Any], door: httpx2.AsyncClient, clock: Any, card_store: Path
 ) -> None:
-    async with UrlOnlyClient(server, elicitation_callback=Browser()) as client:  # the page lives with the server
-        url, _ = await link_by_error(client)
+    browser = Browser()
+    async with UrlOnlyClient(server, elicitation_callback=browser) as client:  # the page lives with the server
+        url, _ = await opened_link(client, browser)
         async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
             fresh = await http.get(url)
             clock.advance(601)  # past the card's ten minutes
@@ -314,5 +316,5 @@ async def test_the_link_of_an_expired_card_decides_nothing(
     assert page.status_code in (404, 410) or "expired" in page.text.lower()
     assert posted.status_code in (403, 404, 410)
     assert await operations(door) == []
-    [card] = (await SqliteCardStore(card_store).list())
+    [card] = await SqliteCardStore(card_store).list()
     assert card.status in (CardStatus.PENDING, CardStatus.EXPIRED)
