@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import CallToolResult, Icon, InputRequiredResult, ToolAnnotations
-from pydantic import ValidationError
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolResult,
+    GetPromptResult,
+    Icon,
+    InputRequiredResult,
+    ToolAnnotations,
+)
+from pydantic import AnyUrl, ValidationError
 
 import prompts
 from maya_tools import prompts as mcp_prompts
@@ -22,7 +31,7 @@ from maya_tools.app_secret import META_KEY
 from maya_tools.approval_page import ApprovalPages
 from maya_tools.elicitation import ASKED, decline_as
 from maya_tools.errors import bounded
-from maya_tools.page_link import LinkAsked
+from maya_tools.page_link import LinkAsked, rides_input_required
 from maya_tools.request_state import request_state_security
 from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
 from maya_tools.settings import Settings, check_replicas
@@ -199,6 +208,55 @@ class MayaServer(MCPServer[Runtime]):
             ) from None
         finally:
             ASKED.reset(token)
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Runtime, Any] | None = None
+    ) -> GetPromptResult | InputRequiredResult:
+        """The SDK's, except that an unknown prompt or a missing argument is ``-32602`` (Invalid params,
+        as both protocol versions name it), saying what exists, instead of a generic error."""
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            known = ", ".join(p.name for p in self._prompt_manager.list_prompts()) or "none"
+            raise MCPError(code=INVALID_PARAMS, message=UNKNOWN_PROMPT.format(name=shown_input(name), known=known))
+        given = arguments or {}
+        missing = [a.name for a in prompt.arguments or [] if a.required and a.name not in given]
+        if missing:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=MISSING_ARGUMENTS.format(name=name, missing=", ".join(f"`{m}`" for m in missing)),
+            )
+        return await super().get_prompt(name, arguments, context)
+
+    async def read_resource(
+        self, uri: AnyUrl | str, context: Context[Runtime, Any] | None = None
+    ) -> Iterable[ReadResourceContents] | InputRequiredResult:
+        """The SDK's, except that an unknown resource answers the code of the negotiated version:
+        ``-32002`` on 2025-11-25, ``-32602`` on 2026-07-28 (which retired ``-32002``)."""
+        try:
+            return await super().read_resource(uri, context)
+        except ResourceNotFoundError as exc:
+            modern = context is None or context.protocol_version is None or rides_input_required(context)
+            known = ", ".join(str(r.uri) for r in self._resource_manager.list_resources()) or "none"
+            raise MCPError(
+                code=INVALID_PARAMS if modern else RESOURCE_NOT_FOUND_2025_11_25,
+                message=UNKNOWN_RESOURCE.format(uri=shown_input(str(uri)), known=known),
+                data={"uri": str(uri)[:SHOWN_URI]},
+            ) from exc
+
+
+RESOURCE_NOT_FOUND_2025_11_25 = -32002
+"""Resource not found, as 2025-11-25 names it; 2026-07-28 retired it for ``-32602`` (``mcp_types`` keeps
+no constant for a retired code)."""
+SHOWN_URI = 256
+UNKNOWN_PROMPT = "Unknown prompt {name}. This server's prompts: {known}; prompts/list gives each one's arguments."
+MISSING_ARGUMENTS = (
+    "Prompt `{name}` needs {missing}, so nothing was rendered; prompts/list describes its arguments. "
+    "Call prompts/get again with them."
+)
+UNKNOWN_RESOURCE = (
+    "Unknown resource {uri}. This server's resources: {known} (resources/list); a confirmation card "
+    "is read with the get_card tool, not as a resource."
+)
 
 
 UNREADABLE = "the form was accepted without a readable approve: true, which counts as a decline"
