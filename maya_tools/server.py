@@ -9,6 +9,8 @@ from contextlib import asynccontextmanager
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
+from mcp.server.apps import client_supports_apps
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
@@ -20,8 +22,11 @@ from mcp_types import (
     GetPromptResult,
     Icon,
     InputRequiredResult,
+    ListToolsResult,
+    PaginatedRequestParams,
     ToolAnnotations,
 )
+from mcp_types import Tool as ListedTool
 from pydantic import AnyUrl, ValidationError
 
 import prompts
@@ -209,6 +214,21 @@ class MayaServer(MCPServer[Runtime]):
         finally:
             ASKED.reset(token)
 
+    async def _handle_list_tools(
+        self, ctx: ServerRequestContext[Runtime], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        """The SDK's listing, less the app-only tools for a client that declared no MCP Apps extension.
+
+        ``decide_card`` is the card view's: only an Apps host renders the view that calls it, so any
+        other client would only list a tool it can never use. It stays callable (an Apps host's view
+        calls it), guarded by the view's one-time secret. On 2026-07-28 the capabilities arrive with
+        each request, and ``ctx`` carries that request's.
+        """
+        listed = await super()._handle_list_tools(ctx, params)
+        if client_supports_apps(ctx):
+            return listed
+        return listed.model_copy(update={"tools": [tool for tool in listed.tools if not app_only(tool)]})
+
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Runtime, Any] | None = None
     ) -> GetPromptResult | InputRequiredResult:
@@ -257,6 +277,13 @@ UNKNOWN_RESOURCE = (
     "Unknown resource {uri}. This server's resources: {known} (resources/list); a confirmation card "
     "is read with the get_card tool, not as a resource."
 )
+
+
+def app_only(tool: ListedTool) -> bool:
+    """Whether an MCP Apps host's view alone uses ``tool`` (``_meta.ui.visibility`` without ``"model"``)."""
+    ui = (tool.meta or {}).get("ui")
+    visibility = ui.get("visibility") if isinstance(ui, dict) else None
+    return isinstance(visibility, list) and "model" not in visibility
 
 
 UNREADABLE = "the form was accepted without a readable approve: true, which counts as a decline"

@@ -177,7 +177,7 @@ async def test_a_client_without_the_apps_extension_gets_no_secret(server: MCPSer
 
 
 async def test_change_tools_are_bound_to_the_card_view_and_decide_card_is_app_only(server: MCPServer[Any]) -> None:
-    async with Client(server) as client:
+    async with apps_client(server, "auto") as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     for name in ("add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool", "replace_node"):
         assert (tools[name].meta or {})["ui"] == {"resourceUri": APP_URI}

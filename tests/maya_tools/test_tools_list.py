@@ -7,13 +7,21 @@ import os
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from mcp import Client
+from mcp.client.extension import advertise
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 
+from backend_client.tls import verifying_tls
 from maya_tools.server import build_server
 from maya_tools.settings import Settings
 from reference_backend.backend import ReferenceBackend
-from tests.maya_tools.conftest import MODES
+from reference_backend.seed import DEMO_ADMIN_TOKEN
+from tests.maya_tools.conftest import MODES, Person
+from tests.maya_tools.live import Live
+from tests.maya_tools.test_approval_page import Browser, UrlOnlyClient
 
 pytestmark = pytest.mark.anyio
 
@@ -29,10 +37,12 @@ READ_TOOLS = {
 }
 CHANGE_TOOLS = {"add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool", "replace_node"}
 APP_TOOLS = {"decide_card"}  # app-only (the MCP Apps card view's; it needs the view's one-time secret)
+APPS = advertise(EXTENSION_ID, {"mimeTypes": [APP_MIME_TYPE]})
 
 
 async def tools_of(server: Any, mode: str = "legacy") -> list[dict[str, Any]]:
-    async with Client(server, mode=mode) as client:
+    """Every tool, as an MCP Apps host lists them (the only client that is shown ``decide_card``)."""
+    async with Client(server, mode=mode, extensions=[APPS]) as client:
         listing = await client.list_tools()
     return [
         tool.model_dump(
@@ -66,6 +76,40 @@ async def test_every_tool_declares_all_four_annotations(server: Any, mode: str) 
             assert hint in hints, f"{tool['name']} does not declare {hint}"
         assert hints["readOnlyHint"] is (tool["name"] in READ_TOOLS)
         assert "outputSchema" in tool, f"{tool['name']} has no structured result"
+
+
+async def listed(client: Client) -> set[str]:
+    return {tool.name for tool in (await client.list_tools()).tools}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_decide_card_is_listed_only_to_a_client_that_declared_the_apps_extension(server: Any, mode: str) -> None:
+    """The card view's tool is for an Apps host's view; a form, URL-only or bare client never sees it."""
+    async with Client(server, mode=mode, extensions=[APPS]) as apps:
+        assert await listed(apps) == READ_TOOLS | CHANGE_TOOLS | APP_TOOLS
+    async with Client(server, mode=mode, elicitation_callback=Person()) as form:
+        assert await listed(form) == READ_TOOLS | CHANGE_TOOLS
+    async with UrlOnlyClient(server, mode=mode, elicitation_callback=Browser()) as url_only:
+        assert await listed(url_only) == READ_TOOLS | CHANGE_TOOLS
+    async with Client(server, mode=mode) as bare:
+        assert await listed(bare) == READ_TOOLS | CHANGE_TOOLS
+    # A MIME type list without the app profile is not the Apps extension (client_supports_apps).
+    other = advertise(EXTENSION_ID, {"mimeTypes": ["text/html"]})
+    async with Client(server, mode=mode, extensions=[other]) as half:
+        assert await listed(half) == READ_TOOLS | CHANGE_TOOLS
+
+
+@pytest.mark.http
+@pytest.mark.parametrize("mode", MODES)
+async def test_over_streamable_http_decide_card_is_listed_only_to_an_apps_client(shared_live: Live, mode: str) -> None:
+    headers = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
+    async with httpx2.AsyncClient(verify=verifying_tls(), headers=headers, timeout=30) as http:
+        async with Client(
+            streamable_http_client(shared_live.url, http_client=http), mode=mode, extensions=[APPS]
+        ) as apps:
+            assert await listed(apps) == READ_TOOLS | CHANGE_TOOLS | APP_TOOLS
+        async with Client(streamable_http_client(shared_live.url, http_client=http), mode=mode) as bare:
+            assert await listed(bare) == READ_TOOLS | CHANGE_TOOLS
 
 
 async def test_read_only_mode_registers_only_read_tools(backend: ReferenceBackend) -> None:
@@ -104,14 +148,15 @@ MODEL_FACING_BUDGET_TOKENS = 2_500
 
 async def test_tools_list_fits_issue_10_s_budget_by_the_benchmark_s_measure(server: Any) -> None:
     """benchmarks/run.py's measure: every tool as sent (compact JSON) ≤ 20 KB; the part a model reads
-    (name, description, input schema) ≤ 2,500 o200k_base tokens. Sizes, not timings."""
+    (name, description, input schema) ≤ 2,500 o200k_base tokens. Sizes, not timings. The client declares
+    no Apps extension, as in benchmarks/run.py, so ``decide_card`` is not listed."""
     import bpe_openai  # type: ignore[import-not-found]  # a dev dependency; ships its vocabularies
 
     from benchmarks.measures import tools_list_texts
 
     async with Client(server) as client:
-        listed = await client.list_tools()
-    wire, facing = tools_list_texts(listed.tools)
+        listing = await client.list_tools()
+    wire, facing = tools_list_texts(listing.tools)
     assert len(wire) <= WIRE_BUDGET_BYTES, f"tools/list is {len(wire) / 1024:.2f} KB"
     used = len(bpe_openai.get_encoding("o200k_base").encode(facing))
     assert used <= MODEL_FACING_BUDGET_TOKENS, f"the model-facing part of tools/list is {used} tokens"
