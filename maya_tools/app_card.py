@@ -100,6 +100,7 @@ def build_apps() -> Apps:
         resource_uri=APP_URI,
         visibility=["app"],
         name="decide_card",
+        title="Approve or Decline Card",
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
         ),

@@ -30,7 +30,7 @@ class CardView(BaseModel):
 
 
 def register(mcp: MCPServer[Any]) -> None:
-    @mcp.tool(annotations=READ)
+    @mcp.tool(title="Show Confirmation Card", annotations=READ)
     async def get_card(
         ctx: Context[Any, Any],
         card_id: Annotated[

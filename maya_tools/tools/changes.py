@@ -149,7 +149,7 @@ ask_replace = _asker(plan_replace)
 
 
 def register(mcp: MCPServer[Any]) -> None:
-    @mcp.tool(annotations=_change(destructive=False), meta=APP_META)
+    @mcp.tool(title="Add Node Pool", annotations=_change(destructive=False), meta=APP_META)
     async def add_node_pool(
         cluster: ClusterArg,
         name: Annotated[Name, Field(description="The new pool's name: a DNS label, unique in the cluster.")],
@@ -167,7 +167,7 @@ def register(mcp: MCPServer[Any]) -> None:
         """Add a node pool. Shows a confirmation card; Door is called only if a person approves it."""
         return change_answer(await decide(card, answer, ctx))
 
-    @mcp.tool(annotations=_change(destructive=True), meta=APP_META)
+    @mcp.tool(title="Scale Node Pool", annotations=_change(destructive=True), meta=APP_META)
     async def scale_node_pool(
         cluster: ClusterArg,
         pool: PoolArg,
@@ -188,7 +188,7 @@ def register(mcp: MCPServer[Any]) -> None:
         Shows a confirmation card; Door is called only if a person approves it."""
         return change_answer(await decide(card, answer, ctx))
 
-    @mcp.tool(annotations=_change(destructive=True), meta=APP_META)
+    @mcp.tool(title="Relabel Node Pool", annotations=_change(destructive=True), meta=APP_META)
     async def relabel_node_pool(
         cluster: ClusterArg,
         pool: PoolArg,
@@ -202,7 +202,7 @@ def register(mcp: MCPServer[Any]) -> None:
         node labels (R-POOL-05): use `kubectl label node` for scheduling. Needs a person's approval."""
         return change_answer(await decide(card, answer, ctx))
 
-    @mcp.tool(annotations=_change(destructive=True), meta=APP_META)
+    @mcp.tool(title="Remove Node Pool", annotations=_change(destructive=True), meta=APP_META)
     async def remove_node_pool(
         cluster: ClusterArg,
         pool: PoolArg,
@@ -214,7 +214,7 @@ def register(mcp: MCPServer[Any]) -> None:
         (R-DEL-01). Shows a confirmation card; Door is called only if a person approves it."""
         return change_answer(await decide(card, answer, ctx))
 
-    @mcp.tool(annotations=_change(destructive=True), meta=APP_META)
+    @mcp.tool(title="Replace Node", annotations=_change(destructive=True), meta=APP_META)
     async def replace_node(
         cluster: ClusterArg,
         node_name: Annotated[

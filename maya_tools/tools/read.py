@@ -83,7 +83,7 @@ def freshness_words(nodes: models.NodeList | NodePage) -> str:
 
 
 def register(mcp: MCPServer[Any]) -> None:
-    @mcp.tool(annotations=READ)
+    @mcp.tool(title="List Clusters", annotations=READ)
     async def list_clusters(
         ctx: Context[Any, Any],
         name: Annotated[
@@ -117,7 +117,7 @@ def register(mcp: MCPServer[Any]) -> None:
         )
         return answer(result, clusters_text(result, name))
 
-    @mcp.tool(annotations=READ)
+    @mcp.tool(title="Show Cluster", annotations=READ)
     async def get_cluster(
         ctx: Context[Any, Any],
         cluster: ClusterArg,
@@ -150,7 +150,7 @@ def register(mcp: MCPServer[Any]) -> None:
         )
         return answer(result, cluster_text(result, pool=pool, detail=detail))
 
-    @mcp.tool(annotations=READ)
+    @mcp.tool(title="List Node Pools", annotations=READ)
     async def list_node_pools(
         ctx: Context[Any, Any],
         cluster: ClusterArg,
@@ -178,7 +178,7 @@ def register(mcp: MCPServer[Any]) -> None:
         text = pools_text(result.items, total, offset, next_offset, pool=pool, detail=detail)
         return answer(result, f"Cluster {result.cluster_name}.\n{text}")
 
-    @mcp.tool(annotations=READ)
+    @mcp.tool(title="List Nodes", annotations=READ)
     async def list_nodes(
         ctx: Context[Any, Any],
         cluster: ClusterArg,
@@ -225,14 +225,14 @@ def register(mcp: MCPServer[Any]) -> None:
         )
         return answer(result, nodes_text(result, waited))
 
-    @mcp.tool(annotations=READ)
+    @mcp.tool(title="List Machine Tiers", annotations=READ)
     async def list_machine_tiers(ctx: Context[Any, Any]) -> Annotated[CallToolResult, models.MachineTierList]:
         """The machine tiers a pool can use (its `size`): vCPU, memory, disk and price per hour."""
         with door_errors():
             tiers = tidy(await runtime_of(ctx).door(ctx).list_machine_tiers())
         return answer(tiers, tiers_text(tiers))
 
-    @mcp.tool(annotations=READ)
+    @mcp.tool(title="Show Cluster Operations", annotations=READ)
     async def get_cluster_operations(
         ctx: Context[Any, Any],
         cluster: ClusterArg,

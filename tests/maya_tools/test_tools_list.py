@@ -49,14 +49,14 @@ async def tools_of(server: Any, mode: str = "legacy") -> list[dict[str, Any]]:
             mode="json",
             by_alias=True,
             exclude_none=True,
-            include={"name", "description", "input_schema", "output_schema", "annotations"},
+            include={"name", "title", "description", "input_schema", "output_schema", "annotations"},
         )
         for tool in sorted(listing.tools, key=lambda t: t.name)
     ]
 
 
 async def test_tools_list_matches_the_committed_snapshot(server: Any) -> None:
-    """Any change to a name, schema or annotation shows as a diff. Re-record: MAYA_UPDATE_SNAPSHOTS=1 pytest …"""
+    """Any change to a name, title, schema or annotation shows as a diff. Re-record: MAYA_UPDATE_SNAPSHOTS=1 pytest …"""
     tools = await tools_of(server)
     rendered = json.dumps(tools, indent=2, sort_keys=True) + "\n"
     if os.environ.get("MAYA_UPDATE_SNAPSHOTS") == "1":
@@ -76,6 +76,23 @@ async def test_every_tool_declares_all_four_annotations(server: Any, mode: str) 
             assert hint in hints, f"{tool['name']} does not declare {hint}"
         assert hints["readOnlyHint"] is (tool["name"] in READ_TOOLS)
         assert "outputSchema" in tool, f"{tool['name']} has no structured result"
+
+
+SMALL_WORDS = {"a", "an", "and", "or", "of", "on", "the", "to"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_every_tool_has_a_short_title_case_title_of_its_own(server: Any, mode: str) -> None:
+    """Clients list a tool by its title ("Scale Node Pool"), not by its snake_case name."""
+    tools = await tools_of(server, mode)
+    titles = [tool.get("title") for tool in tools]
+    assert all(titles), [t["name"] for t in tools if not t.get("title")]
+    assert len(set(titles)) == len(titles), titles
+    for title in titles:
+        assert isinstance(title, str) and len(title) <= 32 and len(title.split()) <= 4, title
+        first, *rest = title.split()
+        assert first[0].isupper() and all(w[0].isupper() or w in SMALL_WORDS for w in rest), title
+        assert "_" not in title, title
 
 
 async def listed(client: Client) -> set[str]:
