@@ -31,7 +31,7 @@ from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_MEMBER_TOKEN, DEMO_OUT
 from tests.maya_tools.conftest import Person
 from tests.maya_tools.live import PATCH_ROUTE, Live, Proc, free_port, wait_until
 from tests.maya_tools.test_app_card import APPS, decide, show
-from tests.maya_tools.test_approval_page import Browser, UrlOnlyClient, form_token, link_by_error, origin, press
+from tests.maya_tools.test_approval_page import Browser, UrlOnlyClient, form_token, opened_link, origin, press
 from tests.postgres import PostgresServer, fresh_schema
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
@@ -371,11 +371,12 @@ async def test_an_approval_page_link_through_the_balancer_reaches_the_replica_th
 ) -> None:
     """A URL-mode client's link names the balancer and its replica (``?via=``): the balancer sends it home.
     The same link misrouted to another replica changes nothing and stays usable."""
+    opener = Browser()
     async with (
         httpx2.AsyncClient(verify=verifying_tls(), headers=BEARER, timeout=60) as http,
-        UrlOnlyClient(streamable_http_client(balanced, http_client=http), elicitation_callback=Browser()) as client,
+        UrlOnlyClient(streamable_http_client(balanced, http_client=http), elicitation_callback=opener) as client,
     ):
-        url, said = await link_by_error(client)
+        url, said = await opened_link(client, opener)
     base = f"http://127.0.0.1:{replicas.balancer_port}/approve/"
     assert url.startswith(base) and url not in said
     asked_by = parse_qs(urlsplit(url).query)["via"][0]
