@@ -1,11 +1,44 @@
 """Cards as text and Markdown, from the templates in ``templates/`` (DESIGN.md property 8).
 
 Every string that came from Door or from the person asking (names, labels, tags, messages) passes
-``safe_text`` before it reaches a card: control and format characters go, the length is capped, and
-Markdown and HTML specials are escaped. Names this package writes itself (field names, rule ids)
-pass ``ident`` instead, which shows a plain identifier as written and escapes anything else. The same escaping applies to the text rendering, because the
-hosts that show it (chat clients, IDE panes) usually render it as Markdown anyway; a label must not
-become a link, a button or an instruction in either.
+``safe_text`` before it reaches a card: control and format characters go, the length is capped,
+anything that could become a link is defanged, and Markdown and HTML specials are escaped. The HTML
+card and plain-text messages use ``clean_text``: the same, without the Markdown escapes (jinja2
+autoescapes the HTML). Names this package writes itself (field names, rule ids) pass ``ident``
+instead, which shows a plain identifier as written and escapes anything else. The same escaping
+applies to the text rendering, because the hosts that show it (chat clients, IDE panes) usually
+render it as Markdown anyway; a label must not become a link, a button or an instruction in either.
+
+Links. Escaping Markdown syntax does not stop a bare URL from becoming a link: GitHub autolinks
+``https://…``, ``www.…``, ``user@host`` and ``mailto:``/``xmpp:``; markdown-it's linkify and chat
+hosts link bare domains of known TLDs (``evil.com``, ``app.kubernetes.io/name``), protocol-relative
+``//host`` (``//localhost`` and ``//10.0.0.1`` too) and IPs; a chat client or terminal does so in
+plain text. So ``defang`` rewrites, in every Door string outside code, each piece a linkifier needs
+in the well-known bracketed form, which stays visible and readable in every renderer:
+``https[://]evil[.]example``, ``mailto[:]a[@]b[.]com``, ``[//]localhost``, ``www[.]123``,
+``10.0.0[.]1``. (``https[:]//`` would not do: ``//localhost`` after it still links.) Invisible
+characters would not do either: they are stripped here, and linkify-it counts many as letters.
+
+- A dot is defanged when the label after it could be a top-level domain: two or more letters (any
+  script) not followed by a letter or digit, or punycode ``xn--``. Every such label counts, not a
+  list of today's TLDs, because linkifiers differ and new TLDs are delegated (``.zip``, ``.new``);
+  only ``NOT_TLDS``, size words of machine tiers, is left alone, so ``dks.m5.large`` stays as Door
+  names it (a test checks those words against IANA's list). A TLD never holds a digit, so prices
+  (``0.25``), versions (``1.2.3``, ``v1.32``) and tiers like ``dks.c5.2xlarge`` are untouched. A
+  label key with a real domain (``app.kubernetes.io/name``) IS a bare domain to linkify-it and
+  chat hosts, so it shows as ``app[.]kubernetes[.]io/name``.
+- A colon after a scheme-shaped word and before a non-space (``mailto:x``, ``javascript:x``,
+  ``key:value``, ``host:8080``); a colon followed by a space (``Door said: no``) or after a number
+  (``12:10``) is left alone.
+- Code is never linked (CommonMark, GFM), so where the exact request is shown as code (the
+  Markdown card's code spans and fenced body, the HTML card's ``<code>`` and ``<pre>``) it is shown
+  exactly, as the digest binds it. The text card, which a host may show as plain text, writes the
+  body's JSON with ``\\u`` escapes for the defanged characters instead: the same JSON values.
+
+Data the model passes back (the read tools' ``structuredContent``) goes through ``one_line``, the
+cleaning without defanging: a node name ``ip-10-0-1-5.eu-west.internal`` must stay callable.
+``clean_text`` keeps Markdown syntax, so text a host may render as Markdown takes ``safe_text``:
+there ``[Approve](x)`` would still be a link, if only to a relative address.
 """
 
 from __future__ import annotations
@@ -13,6 +46,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,13 +74,94 @@ _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _STRIP = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs"})
 
 
-def clean_text(value: object, limit: int = NAME_LIMIT) -> str:
-    """One line, no invisible characters, at most ``limit`` characters (the last one "…" when cut)."""
+# Size words of machine tiers (``dks.m5.large``): not top-level domains, so their dot is kept.
+NOT_TLDS = frozenset({"nano", "micro", "small", "medium", "large", "xlarge", "metal"})
+
+# What a linkifier needs, each as the group ``fang`` that ``defang`` neutralises: a scheme's ``://``;
+# an opaque scheme's colon; protocol-relative ``//host``; an e-mail's ``@``; ``www.`` (GFM links
+# ``www.`` before any domain, digits too); a dot before a possible TLD; the last dot of an IPv4
+# address. None matches its own bracketed form, so defanging twice changes nothing. NUL stands
+# for a JSON escape (``_defang_json``), shown as ``\\u00e9`` or ``\\n``: a letter before a colon, no
+# letter after a TLD.
+_FANGS = (
+    re.compile(r"(?<!\[)(?P<fang>://)"),
+    re.compile(r"(?<![A-Za-z0-9+.\-\0])[A-Za-z\0][A-Za-z0-9+.\-\0]*(?P<fang>:)(?=\S)"),
+    re.compile(r"(?<!/)(?P<fang>//+)(?=[^\s/\]])"),
+    re.compile(r"(?<=\S)(?P<fang>@)(?=[\w\-\0])"),
+    re.compile(r"(?<![^\W_])[Ww]{3}(?P<fang>\.)"),
+    # The dots IDNA separates labels with: ASCII, ideographic, fullwidth and halfwidth.
+    re.compile(r"(?P<fang>[.\u3002\uff0e\uff61])(?=(?P<label>[Xx][Nn]--[\w-]+|[^\W\d_]{2,})(?![^\W_]))"),
+    re.compile(r"(?<![\d.])\d{1,3}\.\d{1,3}\.\d{1,3}(?P<fang>\.)\d{1,3}(?!\d)"),
+)
+
+
+def _bracket(fang: str) -> str:
+    return f"[{fang}]"
+
+
+def _json_escape(fang: str) -> str:
+    return "".join("\\/" if ch == "/" else f"\\u{ord(ch):04x}" for ch in fang)
+
+
+def defang(text: str, mark: Callable[[str], str] = _bracket) -> str:
+    """``text`` with every piece that could make a link (see the module docstring) passed through
+    ``mark``: bracketed (``evil[.]com``) by default. All patterns read the text as given; pieces
+    that overlap are marked as one (``https[://]``), pieces side by side each on their own."""
+    spans: list[tuple[int, int]] = []
+    for pattern in _FANGS:
+        for match in pattern.finditer(text):
+            label = match.groupdict().get("label")
+            if label is None or label.lower() not in NOT_TLDS:
+                spans.append(match.span("fang"))
+    out: list[str] = []
+    done = marked_from = 0
+    for start, end in sorted(spans):
+        if start < done:  # overlaps the piece just marked: widen it
+            if end > done:
+                out[-1] = mark(text[marked_from:end])
+                done = end
+            continue
+        marked_from = start
+        out += [text[done:start], mark(text[start:end])]
+        done = end
+    return "".join(out) + text[done:]
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}|\\.")
+
+
+def _defang_json(text: str) -> str:
+    """JSON text with each string defanged into JSON escapes: the same values, and what is shown
+    (escapes as written) holds no link. An escape already there reads as NUL meanwhile."""
+
+    def literal(match: re.Match[str]) -> str:
+        inner = match.group()[1:-1]
+        escapes = _JSON_ESCAPE.findall(inner)
+        parts = defang(_JSON_ESCAPE.sub("\0", inner), _json_escape).split("\0")
+        return '"' + "".join(part + escape for part, escape in zip(parts, [*escapes, ""], strict=True)) + '"'
+
+    return _JSON_STRING.sub(literal, text)
+
+
+def _line(value: object) -> str:
     text = "".join(" " if unicodedata.category(ch) in _STRIP else ch for ch in str(value))
-    text = " ".join(text.split())
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text
+    return " ".join(text.split())
+
+
+def _cap(text: str, limit: int) -> str:
+    return text[: limit - 1] + "…" if len(text) > limit else text
+
+
+def one_line(value: object, limit: int = NAME_LIMIT) -> str:
+    """One line, no invisible characters, at most ``limit`` characters (the last one "…" when cut),
+    and otherwise as Door wrote it: for data passed back, and for text shown inside code."""
+    return _cap(_line(value), limit)
+
+
+def clean_text(value: object, limit: int = NAME_LIMIT) -> str:
+    """``one_line``, defanged so that nothing in it can become a link (capped after defanging)."""
+    return _cap(defang(_line(value)), limit)
 
 
 def safe_text(value: object, limit: int = NAME_LIMIT) -> str:
@@ -67,8 +182,9 @@ def ident(value: object) -> str:
 
 
 def code(value: object, limit: int = MESSAGE_LIMIT) -> str:
-    """For inside a code span, where backslash escapes do not work: ``clean_text`` without backticks."""
-    return clean_text(value, limit).replace("`", "'")
+    """For inside a code span, where backslash escapes do not work and nothing is linked: ``one_line``
+    without backticks."""
+    return one_line(value, limit).replace("`", "'")
 
 
 def quoted(text: str) -> str:
@@ -148,7 +264,7 @@ def _abridged(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
     return short, left
 
 
-def json_block(body: dict[str, Any]) -> str:
+def json_block(body: dict[str, Any], *, plain_text: bool = False) -> str:
     """The exact request body as a fenced JSON block.
 
     The JSON is the body that is sent (same values); ``<``, ``>`` and ``&`` are written as \\u escapes
@@ -156,6 +272,10 @@ def json_block(body: dict[str, Any]) -> str:
     fence is longer than any backtick run inside so the body cannot close it. A body longer than
     ``BODY_SHOWN`` (hundreds of labels, long values) is shown abridged and says so; the digest shown
     with it is always of the exact body, which the card's ``body`` field holds in full.
+
+    Markdown never links inside the fence; with ``plain_text`` (a rendering a host may show
+    unrendered) what ``defang`` would neutralise is written as JSON escapes (``\\u002e``, ``\\/``),
+    so the block still parses to the exact body and no plain-text linkifier finds a URL in it.
     """
     text = _dumps(body, indent=2)
     note = ""
@@ -169,6 +289,8 @@ def json_block(body: dict[str, Any]) -> str:
         )
     for ch in "<>&":
         text = text.replace(ch, f"\\u{ord(ch):04x}")
+    if plain_text:
+        text = _defang_json(text)
     runs = [len(run) for run in re.findall(r"`+", text)]
     fence = "`" * max(3, max(runs, default=0) + 1)
     return f"{fence}json\n{text}\n{fence}{note}"
@@ -207,6 +329,7 @@ def environment() -> Environment:
     env.filters.update(
         safe_text=safe_text,
         clean=clean_text,
+        line=one_line,
         brief=brief,
         ident=ident,
         code=code,

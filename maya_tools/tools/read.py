@@ -14,7 +14,7 @@ from backend_client._constants import DEFAULT_FRESH_TIMEOUT
 from backend_client.errors import OperationFailed
 from backend_client.nodes import NodePage
 from confirmation_cards.planner import NODES_FRESH_TIMEOUT
-from confirmation_cards.render import clean_text
+from confirmation_cards.render import clean_text, one_line
 from maya_tools.errors import door_errors
 from maya_tools.runtime import runtime_of
 from maya_tools.tools.arguments import CLUSTER_MAX, ClusterArg, Flag, Name, Number, Whole
@@ -46,7 +46,7 @@ READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_h
 
 def _tidy(value: Any) -> Any:
     if isinstance(value, str):
-        return clean_text(value, DOOR_TEXT_LIMIT)
+        return one_line(value, DOOR_TEXT_LIMIT)
     if isinstance(value, dict):
         return {_tidy(k): _tidy(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -56,9 +56,10 @@ def _tidy(value: Any) -> Any:
 
 def tidy(result: M) -> M:
     """``result`` with every string in it (names, labels, tags, versions, operation errors, unknown
-    fields Door added) through ``clean_text``: what the model reads in ``content`` and in
-    ``structuredContent`` cannot carry a terminal escape, a bidi override or a megabyte. Validated
-    again as the same model, so it still matches the tool's output schema."""
+    fields Door added) through ``one_line``: what the model reads in ``content`` and in
+    ``structuredContent`` cannot carry a terminal escape, a bidi override or a megabyte. Not
+    defanged (``clean_text``): the model passes names back as Door wrote them. Validated again as
+    the same model, so it still matches the tool's output schema."""
     return type(result).model_validate(_tidy(result.model_dump()))
 
 

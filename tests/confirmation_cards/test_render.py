@@ -61,7 +61,8 @@ async def test_a_hostile_cluster_name_from_the_backend_cannot_start_a_heading_or
     rendered = render_markdown(await planner.scale_node_pool(evil.id, "pool", PublicNodePoolPatchRequest(count=2)))
 
     assert "\n# Approved" not in rendered
-    assert "“evil \\# Approved by security \\[ok\\](http://x)”" in rendered  # no `](`: never a link
+    # No `](`, and the URL is defanged: never a link.
+    assert "“evil \\# Approved by security \\[ok\\](http\\[://\\]x)”" in rendered
 
 
 def test_safe_text_removes_control_characters_caps_and_escapes() -> None:
@@ -140,4 +141,4 @@ async def test_the_plain_text_card_has_no_backslashes_in_its_own_words(planner: 
     text = render_text(card)
     assert "(the public API does not show the credit balance)" in text
     assert "\\(" not in text and "\\)" not in text
-    assert safe_text("[ok](http://x) ![img](y)") == "\\[ok\\](http://x) \\!\\[img\\](y)"
+    assert safe_text("[ok](http://x) ![img](y)") == "\\[ok\\](http\\[://\\]x) \\!\\[img\\](y)"

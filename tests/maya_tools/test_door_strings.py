@@ -181,3 +181,29 @@ def test_the_terminal_shows_control_characters_as_visible_escapes() -> None:
     out = io.StringIO()
     Terminal(out=out).line("name" + HOSTILE + "\tend")
     assert out.getvalue() == "name\\x1b[2J\\x1b]0;pwned\\x07\\u202e\\x0d end\n"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_read_results_keep_doors_names_as_written_so_the_model_can_pass_them_back(
+    server: MCPServer[Any], backend: ReferenceBackend, clock: ManualClock, mode: str
+) -> None:
+    """Cards defang what could become a link (``confirmation_cards.render``); data the model acts on
+    does not: a node name with a domain in it must reach replace_node as Door wrote it."""
+    node, key = "ip-10-0-1-5.eu-west.compute.internal", "app.kubernetes.io/name"
+    cluster = backend.install_cluster(
+        cluster_id="dotted",
+        name="dotted.example.com",
+        organisation=DEMO_ORGANISATION,
+        pools=[PublicNodePoolCreateRequest(name="web", size="dks.c5.large", count=1, labels={key: "web"})],
+    )
+    backend.install_pool(
+        cluster, PublicNodePoolCreateRequest(name="odd", size="dks.c5.large", count=1), node_names=[node]
+    )
+    backend.commit()
+    async with Client(server, mode=mode) as client:
+        pools = await client.call_tool("list_node_pools", {"cluster": "dotted"})
+        await client.call_tool("list_nodes", {"cluster": "dotted"})
+        clock.advance(120)  # past the cold first read (R-NODE-03)
+        nodes = await client.call_tool("list_nodes", {"cluster": "dotted"})
+    seen = [*strings(pools.structured_content), *strings(nodes.structured_content)]
+    assert key in seen and node in seen and "dotted.example.com" in seen, seen
