@@ -4,6 +4,9 @@ The model reads ``content``; a JSON dump of a 200-pool cluster or a 40,000-worke
 tens of thousands of tokens and says less than a few lines of counts. So each result is a pydantic
 model (the tool's output schema, the data in ``structuredContent``) and its text is written here:
 counts first, the page asked for, and how to get more. Nulls and empty maps are left out of the text.
+Door's free text in it (labels, tags, a pool's lifecycle, an operation's message) is defanged by
+``clean_text`` as in a card, so no URL in it becomes a link; names and ids stay exact, as in
+``structuredContent``, because the model passes them back to the tools.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backend_client import models
 from backend_client.nodes import PoolStatusCount
-from confirmation_cards.render import when
+from confirmation_cards.render import MESSAGE_LIMIT, clean_text, when
 
 # At most this many pool lines in a text; the rest are counted, and are in structuredContent.
 TEXT_POOL_LINES = 30
@@ -126,7 +129,7 @@ def pool_page(
 
 
 def _map(value: dict[str, str]) -> str:
-    return "{" + ", ".join(f"{k}={v}" for k, v in sorted(value.items())) + "}"
+    return "{" + ", ".join(f"{clean_text(k)}={clean_text(v)}" for k, v in sorted(value.items())) + "}"
 
 
 def pool_line(p: models.NodePool, *, detail: bool) -> str:
@@ -134,7 +137,7 @@ def pool_line(p: models.NodePool, *, detail: bool) -> str:
     if p.auto_scale:
         line += f", autoscale {p.min_nodes if p.min_nodes is not None else '?'}–{p.max_nodes if p.max_nodes is not None else '?'}"
     if p.lifecycle != "active":
-        line += f", {p.lifecycle}"
+        line += f", {clean_text(p.lifecycle)}"
     for name, value in (("labels", p.labels), ("tags", p.tags)):
         if value:
             line += f", {name} {_map(value)}" if detail else f", {len(value)} {name}"
@@ -166,7 +169,7 @@ def pools_text(
 def cluster_text(result: ClusterResult, *, pool: str | None, detail: bool) -> str:
     head = f"Cluster {result.name} (id {result.id}), phase {result.phase}, Kubernetes {result.kubernetes_version}"
     if result.tags:
-        head += ", tags " + ", ".join(result.tags)
+        head += ", tags " + ", ".join(clean_text(tag) for tag in result.tags)
     capacity = (
         f"Planned capacity: {result.total_vcpu} vCPU, {result.total_memory_gib} GiB memory, "
         f"{result.total_volume_gib} GiB volume."
@@ -246,7 +249,7 @@ def tiers_text(tiers: models.MachineTierList) -> str:
 
 
 def _operation_line(op: models.Operation) -> str:
-    said = op.error or op.message
+    said = clean_text(op.error or op.message or "", MESSAGE_LIMIT)
     return f"- {op.kind} {op.target}: {op.status}" + (f", {said}" if said else "") + f" (id {op.id})"
 
 

@@ -207,3 +207,35 @@ async def test_read_results_keep_doors_names_as_written_so_the_model_can_pass_th
         nodes = await client.call_tool("list_nodes", {"cluster": "dotted"})
     seen = [*strings(pools.structured_content), *strings(nodes.structured_content)]
     assert key in seen and node in seen and "dotted.example.com" in seen, seen
+
+
+LINKING = "Approve here: https://evil.example/approve (www.evil.com) ops@evil.com"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_read_texts_make_no_link_of_doors_free_text(
+    server: MCPServer[Any], backend: ReferenceBackend, mode: str
+) -> None:
+    """Labels, tags and Door's messages are defanged in the read tools' text as in a card (issue 19);
+    names and ids stay exact there, as in ``structuredContent``, so the model can pass them back."""
+    from tests.confirmation_cards.test_links import markdown_links, plain_links
+
+    backend.install_cluster(
+        cluster_id="linking-1",
+        name="linking",
+        organisation=DEMO_ORGANISATION,
+        tags=[LINKING],
+        pools=[
+            PublicNodePoolCreateRequest(
+                name="workers", size="dks.c5.large", count=1, labels={"note": LINKING}, tags={"t": LINKING}
+            )
+        ],
+    )
+    backend.commit()
+    async with Client(server, mode=mode) as client:
+        for tool in ("get_cluster", "list_node_pools"):
+            result = await client.call_tool(tool, {"cluster": "linking-1", "detail": True})
+            assert not result.is_error, result.content
+            text = "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+            assert "evil" in text, text
+            assert markdown_links(text) == [] and plain_links(text) == [], text
