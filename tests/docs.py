@@ -83,9 +83,18 @@ def commands(block: Block) -> list[str]:
     return out
 
 
+TEST_SCRIPT = REPO / "scripts" / "test.sh"
+"""The README's test command: the set-up of a fresh machine, then the venv, lint, types and the suite."""
+
+
 def ci_command() -> str:
     """The command `.ci/run` runs: its last line."""
     return (REPO / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
+
+
+def suite_command() -> str:
+    """The command the test script ends with: the virtualenv, lint, types and the suite."""
+    return TEST_SCRIPT.read_text(encoding="utf-8").strip().splitlines()[-1]
 
 
 def demo_command() -> str:

@@ -28,6 +28,7 @@ from tests.docs import (
     INSTALL,
     README,
     REPO,
+    TEST_SCRIPT,
     Block,
     Session,
     blocks,
@@ -37,6 +38,7 @@ from tests.docs import (
     environment,
     is_server,
     scratch,
+    suite_command,
     tool_examples,
 )
 
@@ -66,7 +68,7 @@ def runnable(block: Block) -> bool:
     if block.lang != "bash" or block.not_run is not None:
         return False
     # installs: the test command is the suite itself (`.ci/run` runs it); the demo command, tests/maya_tools/test_demo.py
-    return not any("pip install" in line for line in commands(block))
+    return not any("pip install" in line for line in commands(block)) and commands(block) != [ci_command()]
 
 
 def segments(path: Path) -> list[list[Block]]:
@@ -132,23 +134,90 @@ def test_the_readme_is_short() -> None:
 
 def test_ci_runs_exactly_the_readme_test_command_in_its_own_virtualenv() -> None:
     readme = [commands(b) for b in blocks(README) if b.lang == "bash"]
+    assert ci_command() == "scripts/test.sh"
     assert [ci_command()] in readme
-    assert ci_command().startswith("python3 -m venv .venv && . .venv/bin/activate && pip install")
+    assert suite_command().startswith("python3 -m venv .venv && . .venv/bin/activate && pip install")
+    assert suite_command().endswith("&& pytest -q -n auto"), "pytest runs last, so its exit code is the script's"
     every = [commands(b) for path in DOCS for b in blocks(path) if b.lang == "bash"]
-    tests = [c for c in every if any("pytest" in line for line in c) and not any("MAYA_UPDATE" in x for x in c)]
-    assert all(c == [ci_command()] for c in tests), "every test command of the docs is the CI one"
+    tests = [
+        c
+        for c in every
+        if any("pytest" in line or ci_command() in line for line in c) and not any("MAYA_UPDATE" in x for x in c)
+    ]
+    assert tests and all(c == [ci_command()] for c in tests), "every test command of the docs is the CI one"
 
 
 def test_the_only_commands_that_install_are_the_test_and_demo_commands() -> None:
     installing = {c for path in DOCS for b in blocks(path) for c in commands(b) if "pip install" in c}
-    assert installing == {ci_command(), demo_command()}
+    assert installing == {demo_command()}
+    assert "pip install -q -e '.[dev]'" in suite_command()
+
+
+@contextmanager
+def without_the_system_packages() -> Iterator[Path]:
+    """A ``PATH`` folder with only what the test script runs before its check (no chromium, openssl,
+    node, npm, apt-get or python3), readable by another user (pytest's own folder is root's only)."""
+    with tempfile.TemporaryDirectory(prefix="maya-path-") as folder:
+        bin_dir = Path(folder) / "bin"
+        bin_dir.mkdir()
+        for tool in ("bash", "dirname", "ls"):
+            found = shutil.which(tool)
+            assert found is not None, tool
+            (bin_dir / tool).symlink_to(found)
+        for path in (Path(folder), bin_dir):
+            path.chmod(0o755)
+        yield bin_dir
+
+
+def cannot_install(done: subprocess.CompletedProcess[str]) -> None:
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1, done.stderr  # one line, and nothing ran after it
+    (line,) = done.stderr.splitlines()
+    packages = line.split("; ")[0].removeprefix("scripts/test.sh: the tests need ").split()
+    assert {"chromium", "openssl", "nodejs", "npm"} <= set(packages), line
+    assert f"sudo apt-get install -y {' '.join(packages)}" in line
+
+
+def test_the_test_command_without_apt_get_names_the_packages_to_install() -> None:
+    with without_the_system_packages() as bin_dir:
+        done = subprocess.run(
+            [str(bin_dir / "bash"), str(TEST_SCRIPT)],
+            env={"PATH": str(bin_dir), "CI": "true"},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    cannot_install(done)
+
+
+def test_the_test_command_not_as_root_names_the_packages_and_does_not_run_apt_get() -> None:
+    setpriv = shutil.which("setpriv")
+    assert setpriv is not None, "setpriv (Debian's util-linux) runs the script as another user"
+    with without_the_system_packages() as bin_dir:
+        ran = bin_dir / "apt-get-ran"
+        (bin_dir / "apt-get").write_text(f"#!{bin_dir / 'bash'}\necho ran > {ran}\n")
+        (bin_dir / "apt-get").chmod(0o755)
+        done = subprocess.run(
+            [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", str(bin_dir / "bash"), str(TEST_SCRIPT)],
+            env={"PATH": str(bin_dir), "CI": "true"},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert not ran.exists()
+    cannot_install(done)
 
 
 def test_the_demo_command_installs_and_then_runs_the_demo() -> None:
     assert demo_command() == INSTALL + ".venv/bin/maya-tools demo"
 
 
-@pytest.mark.skipif(os.environ.get("MAYA_DOCS_INSTALL") != "1", reason="installs from the package index: set MAYA_DOCS_INSTALL=1")
+@pytest.mark.skipif(
+    os.environ.get("MAYA_DOCS_INSTALL") != "1", reason="installs from the package index: set MAYA_DOCS_INSTALL=1"
+)
 def test_the_whole_demo_command_on_a_fresh_copy(tmp_path: Path) -> None:
     copy = tmp_path / "maya-tools"
     shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.egg-info"))
