@@ -23,8 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backend_client import DoorClient
 from confirmation_cards import token_fingerprint
+from confirmation_cards.stores import is_postgres
 from maya_tools.auth.sealing import SealBroken, Sealer
-from maya_tools.auth.storage import AuthDatabase, CredentialRow, open_database
+from maya_tools.auth.storage import AuthDatabase, CredentialRow, SqliteAuthDatabase
 from maya_tools.auth.tokens import Principal
 
 logger = logging.getLogger(__name__)
@@ -143,6 +144,16 @@ class DoorCredentials:
 
 def _who(principal: Principal) -> str:
     return f"{principal.name or principal.subject[:80]} ({principal.issuer})"
+
+
+async def open_database(location: str | Path, *, pool_size: int = 5, connect_seconds: float = 30.0) -> AuthDatabase:
+    """The database ``location`` names (the card store's ``MAYA_CARD_STORE``): PostgreSQL for a
+    ``postgresql://`` URL, else a SQLite file. psycopg is imported only for PostgreSQL."""
+    if isinstance(location, str) and is_postgres(location):
+        from maya_tools.auth.storage_postgres import PostgresAuthDatabase
+
+        return await PostgresAuthDatabase.open(location, pool_size=pool_size, connect_seconds=connect_seconds)
+    return SqliteAuthDatabase(location)
 
 
 async def open_credentials(

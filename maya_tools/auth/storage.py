@@ -9,8 +9,9 @@ Two tables of their own next to the card store's, created when missing:
   expiry. The id itself lives only in the person's cookie or link, so a copy of the database opens
   no session.
 
-``open_database`` picks the engine like the card store's ``open_store``: a ``postgresql://`` URL
-(``storage_postgres``; every replica reads the same rows), else a SQLite file. The SQLite engine
+``credentials.open_database`` picks the engine like the card store's ``open_store``: a
+``postgresql://`` URL (``storage_postgres``; every replica reads the same rows), else a SQLite file
+(``SqliteAuthDatabase`` here). The SQLite engine
 follows ``SqliteCardStore``: one connection behind a lock, each method's statements run inline.
 """
 
@@ -111,20 +112,6 @@ class AuthDatabase(Protocol):
     async def delete_record(self, kind: str, id_hash: str) -> bool: ...
 
     async def close(self) -> None: ...
-
-
-def is_postgres(location: str) -> bool:
-    return location.startswith(("postgresql://", "postgres://"))
-
-
-async def open_database(location: str | Path, *, pool_size: int = 5, connect_seconds: float = 30.0) -> AuthDatabase:
-    """The database ``location`` names (the card store's ``MAYA_CARD_STORE``): PostgreSQL for a
-    ``postgresql://`` URL, else a SQLite file. psycopg is imported only for PostgreSQL."""
-    if isinstance(location, str) and is_postgres(location):
-        from maya_tools.auth.storage_postgres import PostgresAuthDatabase
-
-        return await PostgresAuthDatabase.open(location, pool_size=pool_size, connect_seconds=connect_seconds)
-    return SqliteAuthDatabase(location)
 
 
 class SqliteAuthDatabase:

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.anyio
 ISSUER = "https://id.door.test"
 ADA = Principal(issuer=ISSUER, subject="ada", name="ada@door.test")
 MAX = Principal(issuer=ISSUER, subject="max", name="max@door.test")
-OLD_KEY, NEW_KEY = secrets.token_bytes(32), secrets.token_bytes(32)
+# Fixed, so that the parametrized ids match in every xdist worker.
+OLD_KEY, NEW_KEY = bytes(range(32)), bytes(range(100, 132))
 CHECKED = ConnectionInfo(
     checked_at=datetime(2026, 7, 28, tzinfo=UTC), organisations=("payments",), clusters=("payments-prod",)
 )

@@ -1,0 +1,69 @@
+"""What the sign-in and ``/connect`` pages share: their templates, the approval page's hardening
+headers, a small form reader, and the same-origin check of a POST.
+
+Every response is ``no-store`` (a session or a connected account is never cached), cannot be framed,
+loads nothing (CSP ``default-src 'none'``: the pages have no JavaScript), sends no ``Referer`` off
+the site, and posts forms only to this server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'",
+    "Referrer-Policy": "same-origin",
+    "X-Content-Type-Options": "nosniff",
+}
+FORM_BODY_LIMIT = 8_192
+
+ENVIRONMENT = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def page(
+    template: str, *, status_code: int = 200, headers: dict[str, str] | None = None, **context: Any
+) -> HTMLResponse:
+    html = ENVIRONMENT.get_template(template).render(**context)
+    return HTMLResponse(html, status_code=status_code, headers={**HEADERS, **(headers or {})})
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def same_origin(request: Request, origin: str) -> bool:
+    """Whether a POST comes from this server's own pages, as far as the browser says: an ``Origin``
+    other than ours, or a ``Sec-Fetch-Site`` other than same-origin, is a cross-site post."""
+    sent = request.headers.get("origin")
+    if sent is not None and sent != origin:
+        return False
+    return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+
+
+async def read_form(request: Request, limit: int = FORM_BODY_LIMIT) -> dict[str, str] | None:
+    """The posted form, first value per field; None when it is not a small urlencoded form."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
+        return None
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
+    return {name: values[0] for name, values in fields.items()}
