@@ -260,3 +260,38 @@ async def test_every_response_is_hardened(admin: Browser) -> None:
     assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
     assert "<script" not in page.text
     assert 'type="password"' in page.text
+
+
+async def test_replicas_on_postgresql_share_sessions_and_tokens(
+    provider: OpenIDProvider,
+    http: httpx2.AsyncClient,
+    door_api: FastAPI,
+    clock: Clock,
+    tokens: dict[str, str],
+    postgres_url: str,
+) -> None:
+    """Signed in through one replica, the person is signed in on another, which stores the token
+    where the first reads it: sessions and tokens are rows of the shared database, not process memory."""
+    key = [secrets.token_bytes(32)]
+    client = await provider.register_client(
+        http, redirect_uri=ORIGIN + "/auth/callback", token_endpoint_auth_method="client_secret_basic"
+    )
+    first_store, second_store = await open_credentials(postgres_url, key), await open_credentials(postgres_url, key)
+    first = make_site(provider, client, credentials=first_store, http=http, door=door_api, clock=clock)
+    second = make_site(provider, client, credentials=second_store, http=http, door=door_api, clock=clock)
+    on_first, on_second = Browser(first, ADMIN), Browser(second, ADMIN)
+    try:
+        await on_first.visit("/connect")
+        on_second.http.cookies = on_first.http.cookies  # one browser, behind a balancer
+
+        page = await on_second.get("/connect")
+        assert page.status_code == 200 and "admin@door.test" in page.text
+        await on_second.post("/connect", {"csrf": csrf_of(page), "action": "connect", "door_token": tokens["admin"]})
+
+        assert await first_store.get(principal_of(first, "admin")) == tokens["admin"]
+        assert "Connected" in (await on_first.get("/connect")).text
+    finally:
+        await on_first.aclose()
+        await on_second.aclose()
+        await first_store.close()
+        await second_store.close()

@@ -76,15 +76,16 @@ def copy_row(location: str, source: Principal, target: Principal) -> None:
     columns = "key_id, nonce, ciphertext, fingerprint, info, connected_at"
     sql = (
         f"INSERT INTO maya_door_credentials (issuer, subject, {columns}) "
-        f"SELECT issuer, {{p}}, {columns} FROM maya_door_credentials WHERE subject = {{p}}"
+        f"SELECT {{p}}, {{p}}, {columns} FROM maya_door_credentials WHERE issuer = {{p}} AND subject = {{p}}"
     )
+    values = (target.issuer, target.subject, source.issuer, source.subject)
     if location.startswith("postgresql://"):
         with psycopg.connect(location, autocommit=True) as conn:
-            conn.execute(sql.format(p="%s").encode(), (target.subject, source.subject))  # type: ignore[arg-type]
+            conn.execute(sql.format(p="%s").encode(), values)  # type: ignore[arg-type]
         return
     db = sqlite3.connect(location)
     try:
-        db.execute(sql.format(p="?"), (target.subject, source.subject))
+        db.execute(sql.format(p="?"), values)
         db.commit()
     finally:
         db.close()
@@ -184,6 +185,7 @@ async def test_a_token_is_bound_to_the_issuer_too(reopen: Opener, location: str)
     store = await reopen([NEW_KEY])
     await store.put(ADA, door_token(), checked=CHECKED)
     elsewhere = Principal(issuer="https://other-id.door.test", subject=ADA.subject, name=None)
+    copy_row(location, ADA, elsewhere)  # the same `sub` at another issuer is another person
 
     assert await store.get(elsewhere) is None
 
@@ -218,3 +220,19 @@ async def test_a_store_without_keys_is_refused_before_opening(tmp_path: Path) ->
     with pytest.raises(CredentialKeyError, match="holds no key"):
         await open_credentials(str(tmp_path / "cards.sqlite3"), [])
     assert not (tmp_path / "cards.sqlite3").exists()
+
+
+async def test_the_card_store_and_the_credentials_share_one_sqlite_file(tmp_path: Path) -> None:
+    from confirmation_cards.stores import open_store
+
+    path = str(tmp_path / "cards.sqlite3")
+    cards = await open_store(path)
+    credentials = await open_credentials(path, [NEW_KEY])
+    token = door_token()
+    try:
+        await credentials.put(ADA, token, checked=CHECKED)
+        await cards.ping()
+        assert await (await open_credentials(path, [NEW_KEY])).get(ADA) == token
+    finally:
+        await credentials.close()
+        await cards.close()
