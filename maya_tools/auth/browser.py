@@ -44,7 +44,7 @@ from starlette.routing import Route
 
 from maya_tools.auth.errors import AuthError
 from maya_tools.auth.issuer import IssuerKeys
-from maya_tools.auth.pages import origin_of, page, read_form, same_origin
+from maya_tools.auth.pages import HEADERS, origin_of, page, read_form, same_origin
 from maya_tools.auth.storage import AuthDatabase
 from maya_tools.auth.tokens import KEY_TYPES, NAME_CLAIMS, Principal
 
@@ -163,7 +163,7 @@ class BrowserSignIn:
     def login_redirect(self, request: Request) -> Response:
         """Send the person through sign-in and back to the page they asked for."""
         back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        return RedirectResponse(f"{LOGIN_PATH}?{urlencode({'return_to': back})}", status_code=303)
+        return RedirectResponse(f"{LOGIN_PATH}?{urlencode({'return_to': back})}", status_code=303, headers=HEADERS)
 
     def form_token(self, request: Request) -> str | None:
         """The token a form of the signed-in session carries back (a cross-site post cannot know it)."""
@@ -218,9 +218,10 @@ class BrowserSignIn:
             "code_challenge": challenge,
             "code_challenge_method": "S256",
         }
-        response = RedirectResponse(f"{metadata['authorization_endpoint']}?{urlencode(params)}", status_code=303)
+        response = RedirectResponse(
+            f"{metadata['authorization_endpoint']}?{urlencode(params)}", status_code=303, headers=HEADERS
+        )
         self._set_cookie(response, self.login_cookie, login_id, LOGIN_SECONDS)
-        response.headers["cache-control"] = "no-store"
         return response
 
     async def callback(self, request: Request) -> Response:
@@ -247,14 +248,16 @@ class BrowserSignIn:
             )
             self._clear_cookie(response, self.login_cookie)
             return response
+        earlier = request.cookies.get(self.session_cookie)
+        if earlier:  # a sign-in always opens a new session (no fixation); the one it replaces ends
+            await self._database.delete_record(SESSION, digest(earlier))
         session_id = secrets.token_urlsafe(32)
         now = self._clock()
         await self._database.put_record(
             SESSION, digest(session_id), principal.model_dump_json(), now + self.session_seconds, now
         )
         logger.info("browser session opened for %s (%s)", principal.name or principal.subject[:80], self.issuer)
-        back = RedirectResponse(pending["return_to"], status_code=303)
-        back.headers["cache-control"] = "no-store"
+        back = RedirectResponse(pending["return_to"], status_code=303, headers=HEADERS)
         self._clear_cookie(back, self.login_cookie)
         self._set_cookie(back, self.session_cookie, session_id, int(self.session_seconds))
         return back

@@ -272,3 +272,20 @@ async def test_signing_out_ends_the_session_and_a_cross_site_sign_out_is_refused
 
     assert out.status_code == 200 and "Signed out" in out.text
     assert (await browser.get("/connect")).status_code == 303
+
+
+async def test_signing_in_again_opens_a_new_session_and_ends_the_old_one(browser: Browser, site: Site) -> None:
+    await browser.visit("/connect")
+    old = browser.http.cookies["__Host-maya-session"]
+
+    await browser.http.get(await login_to_callback(browser))
+
+    new = browser.http.cookies["__Host-maya-session"]
+    assert new != old
+    stale = Browser(site, ADMIN)
+    try:
+        stale.http.cookies.set("__Host-maya-session", old, domain="maya.door.test")
+        assert (await stale.get("/connect")).status_code == 303
+    finally:
+        await stale.aclose()
+    assert (await browser.get("/connect")).status_code == 200
