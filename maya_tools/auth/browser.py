@@ -227,6 +227,7 @@ class BrowserSignIn:
     async def callback(self, request: Request) -> Response:
         login_id = request.cookies.get(self.login_cookie)
         pending_text = None
+        again = f"{LOGIN_PATH}?return_to=/"
         if login_id:
             pending_text = await self._database.take_record(LOGIN, digest(login_id), self._clock())
         try:
@@ -236,6 +237,7 @@ class BrowserSignIn:
                     f"{LOGIN_SECONDS // 60} minutes. Start again."
                 )
             pending: dict[str, str] = json.loads(pending_text)
+            again = f"{LOGIN_PATH}?{urlencode({'return_to': pending['return_to']})}"
             try:
                 principal = await self._complete(request, pending)
             except AuthError as error:  # the issuer's keys: unavailable, or none with the token's kid
@@ -243,9 +245,7 @@ class BrowserSignIn:
                 raise SignInFailed("The ID token cannot be verified with the issuer's keys. Start again.") from None
         except SignInFailed as failed:
             logger.info("browser sign-in refused: %s", failed)
-            response = page(
-                "signin.html.j2", status_code=400, view="error", message=str(failed), again=f"{LOGIN_PATH}?return_to=/"
-            )
+            response = page("signin.html.j2", status_code=400, view="error", message=str(failed), again=again)
             self._clear_cookie(response, self.login_cookie)
             return response
         earlier = request.cookies.get(self.session_cookie)
@@ -283,13 +283,13 @@ class BrowserSignIn:
 
     async def _complete(self, request: Request, pending: dict[str, str]) -> Principal:
         query = request.query_params
-        if "error" in query:
-            raise SignInFailed(f"The identity provider refused the sign-in ({query['error'][:80]}). Start again.")
         state = query.get("state")
         if state is None or not hmac.compare_digest(state.encode(), pending["state"].encode()):
             raise SignInFailed(
                 "The sign-in answer does not match the sign-in this browser started (state). Start again."
             )
+        if "error" in query:
+            raise SignInFailed(f"The identity provider refused the sign-in ({query['error'][:80]}). Start again.")
         metadata = await self.keys.metadata()
         iss = query.get("iss")
         if (iss is not None or metadata.get("authorization_response_iss_parameter_supported")) and iss != self.issuer:
