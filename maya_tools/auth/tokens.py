@@ -26,6 +26,7 @@ with its reason, never with the token.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -82,6 +83,13 @@ class Principal(BaseModel):
     issuer: str
     subject: str
     name: str | None  # a readable claim for the audit (``email``, …); None if the token has none
+
+    @property
+    def key(self) -> str:
+        """The string cards, sessions, ``requestState`` and app secrets are bound to: issuer and ``sub``
+        together (a ``sub`` is unique only within its issuer), hashed to a fixed length; never a token."""
+        joined = f"{self.issuer}\n{self.subject}".encode()
+        return "sub_" + hashlib.sha256(joined).hexdigest()[:24]
 
 
 class VerifiedToken(AccessToken):

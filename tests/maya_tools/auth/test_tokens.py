@@ -244,3 +244,14 @@ def test_the_keys_given_must_be_the_issuers() -> None:
     keys = IssuerKeys("https://other-idp.door.test", http)
     with pytest.raises(ValueError, match="not the issuer"):
         JwtTokenVerifier(issuer="https://idp.door.test", resource=RESOURCE, http=http, keys=keys)
+
+
+def test_a_principal_key_is_issuer_and_subject_together_never_either_alone() -> None:
+    from maya_tools.auth.tokens import Principal
+
+    one = Principal(issuer="https://a.example", subject="42", name="a@x")
+    assert one.key == Principal(issuer="https://a.example", subject="42", name=None).key
+    assert one.key != Principal(issuer="https://b.example", subject="42", name="a@x").key
+    assert one.key != Principal(issuer="https://a.example", subject="43", name="a@x").key
+    assert one.key != Principal(issuer="https://a.example\n4", subject="2", name=None).key
+    assert one.key.startswith("sub_") and "42" not in one.key
