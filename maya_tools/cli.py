@@ -26,6 +26,14 @@ commands:
   reference-backend   run the Door API reference backend on its own
 """
 
+UVICORN_LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "loggers": {name: {"handlers": [], "propagate": True} for name in ("uvicorn", "uvicorn.error", "uvicorn.access")},
+}
+"""uvicorn's loggers, its access log included, without handlers of their own: they reach the one stderr
+handler ``serve`` configures (uvicorn's own config sends the access log to stdout), in its format."""
+
 
 def _serve(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
@@ -45,7 +53,11 @@ def _serve(argv: Sequence[str]) -> int:
     parser.add_argument("--card-store", help="SQLite file for cards (default: under the user's state directory)")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: %(default)s)")
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    # force: this handler is the process's only one, whatever configured logging before (the MCP
+    # SDK's RichHandler in a process that built a server already), so every line goes through it.
+    logging.basicConfig(
+        stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s", force=True
+    )
 
     from maya_tools.settings import ConfigError, Settings, check_replicas, check_request_state_key
 
@@ -59,7 +71,11 @@ def _serve(argv: Sequence[str]) -> int:
         return 2
 
     from confirmation_cards.stores import is_postgres  # imported per command: `chat` and the rest do not need it
+    from maya_tools.approval_page import PATH
+    from maya_tools.log_redaction import install as redact_page_links
     from maya_tools.server import build_server
+
+    redact_page_links(PATH)  # before the first request can be logged, on either transport
 
     try:
         if settings.card_store != ":memory:" and not is_postgres(settings.card_store):
@@ -83,14 +99,13 @@ def _serve(argv: Sequence[str]) -> int:
 
     import uvicorn
 
-    from maya_tools.approval_page import PATH
     from maya_tools.http import BindSessions, PagesFirst, RequireBearer, health_app
 
     mcp_app = RequireBearer(BindSessions(server.streamable_http_app(host=args.host)))
     health = health_app(lambda: server.pages.runtime)
     app = PagesFirst(server.pages.app, mcp_app, prefix=PATH, health=health)
     logging.getLogger("maya_tools").info("MCP over streamable HTTP at http://%s:%d/mcp", args.host, args.port)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower())
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), log_config=UVICORN_LOGGING)
     return 0
 
 
