@@ -18,8 +18,10 @@ HTML form POST, no JavaScript. What keeps the page safe:
 - A POST must carry the link's form token and, when the browser sends them, an ``Origin`` equal
   to the page's own and a ``Sec-Fetch-Site`` of same-origin; the ``Host`` must be the one the link
   names. Anything else changes nothing and leaves the link usable.
-- Every response is ``no-store``, cannot be framed, loads nothing from elsewhere and sends no
-  ``Referer`` (the secret is in the path).
+- Every response under the prefix, whatever its status or method (the framework's own 404 and 405
+  included), is ``no-store``, cannot be framed, loads nothing from elsewhere and sends no
+  ``Referer`` (the secret is in the path): ``PageHeaders`` sets them on the way out. ``HEAD`` is
+  answered like ``GET`` and never decides.
 
 Over stdio (and in memory) the page is served on 127.0.0.1, on a free port, from the first link on
 for the server's life; over streamable HTTP the same app serves it next to ``/mcp``.
@@ -33,7 +35,7 @@ import hmac
 import logging
 import secrets
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -42,9 +44,11 @@ import anyio
 import anyio.abc
 import uvicorn
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from confirmation_cards import Card, CardNotFound, CardStatus, lifecycle, token_fingerprint
 from confirmation_cards.render import ENVIRONMENT
@@ -119,7 +123,13 @@ class ApprovalPages:
         self.via = via
         """This replica's name (``MAYA_REPLICA``): links carry ``?via=`` so a load balancer sends them here."""
         self.runtime: Runtime | None = None
-        self.app = Starlette(routes=[Route(PATH + "/{card_id}/{secret}", self.page, methods=["GET", "POST"])])
+        pages = Starlette(
+            routes=[Route(PATH + "/{card_id}/{secret}", self.page, methods=["GET", "HEAD", "POST"])],
+            exception_handlers={404: _not_here, 405: _not_here},
+        )
+        pages.router.redirect_slashes = False  # a redirect would repeat the secret in a Location header
+        self.app: ASGIApp = PageHeaders(pages)
+        """Everything under ``PATH``: the page's route, and the page's own answer to anything else."""
         self._asked: dict[str, _Asked] = {}
         self._lock = anyio.Lock()
         self._server: _QuietServer | None = None
@@ -183,7 +193,7 @@ class ApprovalPages:
         digest = link_hash(card, secret)
         if not await runtime.store.has_link(card.id, digest):
             return _answer(None, "gone", status_code=404)
-        if request.method == "GET":
+        if request.method in ("GET", "HEAD"):
             return _answer(card, "ask", form=form_token(secret))
         form = await _form(request)
         if form is None or not self._same_site(request) or not _equal(form.get("csrf"), form_token(secret)):
@@ -243,7 +253,40 @@ async def _form(request: Request) -> dict[str, str] | None:
     return {name: values[0] for name, values in fields.items()}
 
 
-def _answer(card: Card | None, view: str, *, form: str = "", status_code: int = 200) -> HTMLResponse:
+def _answer(
+    card: Card | None, view: str, *, form: str = "", status_code: int = 200, headers: Mapping[str, str] | None = None
+) -> HTMLResponse:
     context: dict[str, Any] = {"card": card, "view": view, "form": form, "pending": CardStatus.PENDING}
     html = ENVIRONMENT.get_template("card.html.j2").render(**context)
-    return HTMLResponse(html, status_code=status_code, headers=HEADERS)
+    return HTMLResponse(html, status_code=status_code, headers=headers)
+
+
+async def _not_here(_: Request, error: Exception) -> HTMLResponse:
+    """A path under the prefix that is no link (404), or a method the page does not take (405, with ``Allow``)."""
+    status = error.status_code if isinstance(error, HTTPException) else 404
+    headers = error.headers if isinstance(error, HTTPException) else None
+    return _answer(None, "gone" if status == 404 else "refused", status_code=status, headers=headers)
+
+
+_RAW_HEADERS = [(name.lower().encode(), value.encode()) for name, value in HEADERS.items()]
+_NAMES = {name for name, _ in _RAW_HEADERS}
+
+
+class PageHeaders:
+    """Set the page's ``HEADERS`` on every response ``app`` starts, replacing any of the same name."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                kept = [(n, v) for n, v in message.get("headers", []) if n.lower() not in _NAMES]
+                message = {**message, "headers": kept + _RAW_HEADERS}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)

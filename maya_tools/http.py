@@ -26,17 +26,21 @@ from maya_tools.runtime import Runtime, bearer_of
 class PagesFirst:
     """Send the approval page's paths to ``pages`` (authenticated by their one-time secret, not a
     bearer), the health paths to ``health`` (no bearer: a load balancer asks them), and everything
-    else, lifespan included, to ``app`` (``/mcp`` behind ``RequireBearer``)."""
+    else, lifespan included, to ``app`` (``/mcp`` behind ``RequireBearer``).
+
+    The bare prefix (``/approve``, no slash) is the page's too, so that it gets the page's headers
+    and 404 rather than the bearer check's 401."""
 
     def __init__(self, pages: ASGIApp, app: ASGIApp, *, prefix: str, health: ASGIApp | None = None) -> None:
         self.pages = pages
         self.app = app
         self.health = health
-        self.prefix = prefix.rstrip("/") + "/"
+        self.root = prefix.rstrip("/")
+        self.prefix = self.root + "/"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = str(scope.get("path", ""))
-        if scope["type"] == "http" and path.startswith(self.prefix):
+        if scope["type"] == "http" and (path == self.root or path.startswith(self.prefix)):
             await self.pages(scope, receive, send)
             return
         if scope["type"] == "http" and self.health is not None and path in HEALTH_PATHS:
