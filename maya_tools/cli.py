@@ -100,8 +100,11 @@ def _serve(argv: Sequence[str]) -> int:
     import uvicorn
 
     from maya_tools.http import BindSessions, PagesFirst, RequireBearer, health_app
+    from maya_tools.stream_events import RETRY_MS, KeepSessionEvents, StreamEvents
 
-    mcp_app = RequireBearer(BindSessions(server.streamable_http_app(host=args.host)))
+    events = StreamEvents()  # 2025-11-25 streams resumable with Last-Event-ID, each session's apart
+    sdk_app = server.streamable_http_app(host=args.host, event_store=events, retry_interval=RETRY_MS)
+    mcp_app = RequireBearer(BindSessions(KeepSessionEvents(sdk_app, events)))
     health = health_app(lambda: server.pages.runtime)
     app = PagesFirst(server.pages.app, mcp_app, prefix=PATH, health=health)
     logging.getLogger("maya_tools").info("MCP over streamable HTTP at http://%s:%d/mcp", args.host, args.port)
