@@ -6,7 +6,9 @@ secret never appear in a tool result, a card read or a log").
 every handler alike: uvicorn's access log (``"GET /approve/… HTTP/1.1" 200``), its error log,
 the SDK's loggers at DEBUG, ours, and any handler configured later. A record is redacted when it
 is made, before any filter or formatter sees it: everything after the page's prefix, a query on
-the bare prefix, and the value of any query parameter named like a credential become ``…``.
+the bare prefix, and the value of any query parameter or JSON string field named like a credential
+become ``…``. The last is for the MCP Apps card's one-time secret (``"secret": "…"`` in a result's
+``_meta`` and in ``decide_card``'s arguments), which the SSE layer logs with whole frames at DEBUG.
 """
 
 from __future__ import annotations
@@ -16,22 +18,24 @@ import re
 from typing import Any
 
 MARK = "…"
-_QUERY_SECRETS = r"access_token|token|secret|code|key|password|sig|signature|csrf|state"
+_CREDENTIAL_NAMES = r"access_token|token|secret|code|key|password|sig|signature|csrf|state"
 
 
 def pattern(prefix: str) -> re.Pattern[str]:
-    """What is redacted: the page's paths (plain or percent-encoded slashes) and credential queries."""
+    """What is redacted: the page's paths (plain or percent-encoded slashes), credential queries and JSON fields."""
     name = re.escape(prefix.strip("/"))
     slash = r"(?:/|%2[fF])"
+    quote = r'\\*"'  # a JSON quote, escaped as often as the JSON was nested in a string
     return re.compile(
         rf"(?P<page>{slash}{name}(?:{slash}|\?))[^\s\"'<>]*"
-        rf"|(?P<query>[?&](?:{_QUERY_SECRETS})=)[^&\s\"'<>]*",
+        rf"|(?P<query>[?&](?:{_CREDENTIAL_NAMES})=)[^&\s\"'<>]*"
+        rf"|(?P<json>{quote}(?:{_CREDENTIAL_NAMES}){quote}\s*:\s*{quote})[^\"\\]*",
         re.IGNORECASE,
     )
 
 
 def redact(text: str, found: re.Pattern[str]) -> str:
-    return found.sub(lambda m: (m.group("page") or m.group("query")) + MARK, text)
+    return found.sub(lambda m: (m.group("page") or m.group("query") or m.group("json")) + MARK, text)
 
 
 def install(prefix: str) -> None:

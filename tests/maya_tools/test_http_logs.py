@@ -14,11 +14,13 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from backend_client.tls import verifying_tls
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.launch import launch
+from tests.maya_tools.test_app_card import APPS, decide, show
 from tests.maya_tools.test_approval_page import SCALE, Browser, UrlOnlyClient, secret_of
 from tests.maya_tools.test_transports import free_port, server_env
 
@@ -117,3 +119,20 @@ async def test_opening_and_deciding_a_link_puts_neither_its_secret_nor_its_card_
     assert '"GET /approve/… HTTP/1.1" 200' in logged and '"POST /approve/… HTTP/1.1" 200' in logged
     assert '"PUT /approve/… HTTP/1.1" 405' in logged and '"GET /approve/… HTTP/1.1" 404' in logged
     assert '"POST /mcp HTTP/1.1" 200' in logged
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_card_views_one_time_secret_is_in_no_log_even_at_debug(tmp_path: Path, mode: str) -> None:
+    """The MCP Apps channel's secret travels in a result's ``_meta`` and comes back as ``decide_card``'s
+    argument; at DEBUG the SSE layer logs whole frames, which must not carry it."""
+    with serving(tmp_path, "DEBUG") as served:
+        async with (
+            httpx2.AsyncClient(verify=verifying_tls(), headers={"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}) as http,
+            Client(streamable_http_client(served.url, http_client=http), mode=mode, extensions=[APPS]) as client,
+        ):
+            _, card_id, secret = await show(client)
+            decided = await decide(client, card_id, secret)
+        logged = served.logged()
+    assert decided.structured_content is not None and decided.structured_content["status"] == "executed"
+    assert "DEBUG mcp" in logged, "the log was at DEBUG"
+    assert secret not in logged, "the view's secret reached the log"

@@ -46,8 +46,13 @@ def log() -> Iterator[tuple[logging.Logger, io.StringIO]]:
         ("bare prefix %s", (f"/approve?secret={SECRET}",)),
         ("a query credential %s", (f"/mcp?token={SECRET}&via=r1",)),
         (f"in the format itself: {LINK}", ()),
+        (
+            "chunk: %r",
+            (f'data: {{"_meta":{{"maya-tools/approval":{{"cardId":"c1","secret":"{SECRET}"}}}}}}'.encode(),),
+        ),
+        ("nested %s", (f'{{"text": "{{\\"secret\\": \\"{SECRET}\\"}}"}}',)),
     ],
-    ids=["access log", "url", "split", "percent-encoded", "bare prefix", "query", "format"],
+    ids=["access log", "url", "split", "percent-encoded", "bare prefix", "query", "format", "json", "nested json"],
 )
 def test_a_page_link_is_redacted_wherever_it_is_in_the_record(
     log: tuple[logging.Logger, io.StringIO], message: str, args: tuple[object, ...]
