@@ -71,7 +71,7 @@ def _serve(argv: Sequence[str]) -> int:
         return 2
 
     from confirmation_cards.stores import is_postgres  # imported per command: `chat` and the rest do not need it
-    from maya_tools.approval_page import PATH
+    from maya_tools.channels.page import PATH
     from maya_tools.log_redaction import install as redact_page_links
     from maya_tools.server import build_server
 

@@ -71,7 +71,7 @@ class Runtime:
     embedded_token: str | None
     """The embedded backend's demo admin token; None when the server talks to a real Door."""
     pages: ApprovalLinks | None = None
-    """The approval page (``maya_tools.approval_page``), set by the server's lifespan."""
+    """The approval page (``maya_tools.channels.page``), set by the server's lifespan."""
     group: anyio.abc.TaskGroup | None = None
     """Tasks that run for the server's life (the sweep, the approval page's loopback server)."""
     swept: anyio.Event = field(default_factory=anyio.Event)

@@ -31,13 +31,13 @@ from pydantic import AnyUrl, ValidationError
 
 import prompts
 from maya_tools import prompts as mcp_prompts
-from maya_tools.app_card import build_apps
-from maya_tools.app_secret import META_KEY
-from maya_tools.approval_page import ApprovalPages
-from maya_tools.elicitation import ASKED, decline_as
+from maya_tools.channels.app_card import build_apps
+from maya_tools.channels.app_secret import META_KEY
+from maya_tools.channels.form import ASKED, decline_as
+from maya_tools.channels.page import ApprovalPages
+from maya_tools.channels.page_link import LinkAsked, rides_input_required
+from maya_tools.channels.request_state import request_state_security
 from maya_tools.errors import bounded
-from maya_tools.page_link import LinkAsked, rides_input_required
-from maya_tools.request_state import request_state_security
 from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
 from maya_tools.settings import Settings, check_replicas
 from maya_tools.tools import cards, changes, read

@@ -16,7 +16,7 @@ from confirmation_cards.actions import ACTIONS
 from confirmation_cards.form import form_message
 from confirmation_cards.models import AuditEvent
 from confirmation_cards.render import ENVIRONMENT, clean_text, code, quoted, safe_text, when
-from maya_tools.elicitation import ChangeResult
+from maya_tools.channels.form import ChangeResult
 from maya_tools.tools.results import answer
 
 # Our own messages (no channel, the approval page) run to about 500 characters; Door's are cut.

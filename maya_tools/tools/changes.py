@@ -15,8 +15,8 @@ from pydantic import Field
 from backend_client import rules
 from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
 from confirmation_cards import Action, Card
-from maya_tools.app_secret import APP_URI
-from maya_tools.elicitation import (
+from maya_tools.channels.app_secret import APP_URI
+from maya_tools.channels.form import (
     AlreadyDecided,
     AppCard,
     ChangeResult,

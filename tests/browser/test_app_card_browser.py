@@ -27,7 +27,7 @@ from playwright.async_api import Browser, FrameLocator, Locator, Page, Route, ex
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from backend_client.tls import verifying_tls
-from maya_tools.app_secret import APP_URI, META_KEY
+from maya_tools.channels.app_secret import APP_URI, META_KEY
 from maya_tools.server import build_server
 from maya_tools.settings import Settings
 from reference_backend.backend import ReferenceBackend

@@ -19,8 +19,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult
 
 from confirmation_cards import CardStatus, SqliteCardStore
-from maya_tools.app_card import view_html
-from maya_tools.app_secret import APP_URI, META_KEY
+from maya_tools.channels.app_card import view_html
+from maya_tools.channels.app_secret import APP_URI, META_KEY
 from maya_tools.server import build_server
 from maya_tools.settings import Settings
 from reference_backend.backend import ReferenceBackend

@@ -14,7 +14,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
 
 from backend_client.tls import verifying_tls
-from maya_tools.approval_page import HEADERS
+from maya_tools.channels.page import HEADERS
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.maya_tools.test_approval_page import SCALE, Browser, UrlOnlyClient, form_token, origin
 from tests.maya_tools.test_transports import http_server

@@ -16,8 +16,8 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from maya_tools.app_card import SCRIPT_SLOT, view_html
-from maya_tools.app_secret import APP_URI
+from maya_tools.channels.app_card import SCRIPT_SLOT, view_html
+from maya_tools.channels.app_secret import APP_URI
 from tests.maya_tools.conftest import MODES
 from tests.node import node, node_modules
 

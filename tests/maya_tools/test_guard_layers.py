@@ -22,8 +22,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult
 
 from confirmation_cards import CardStatus, token_fingerprint
-from maya_tools.app_card import REFUSED
-from maya_tools.app_secret import spend_app_secret
+from maya_tools.channels.app_card import REFUSED
+from maya_tools.channels.app_secret import spend_app_secret
 from maya_tools.runtime import Runtime, open_runtime
 from maya_tools.server import MayaServer, build_server
 from maya_tools.settings import Settings

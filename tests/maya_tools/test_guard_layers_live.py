@@ -5,7 +5,7 @@ executes; but without the binding the replay is not refused, it runs the tool ag
 (a Door read with their token, a card of theirs, a new question), which still executes nothing. Here
 the replay comes from a fresh client of another principal, with no session of the victim's, so no
 session check stands in the way, and the test asks what the binding promises
-(`maya_tools/request_state.py`): the round is refused before any tool code runs.
+(`maya_tools/channels/request_state.py`): the round is refused before any tool code runs.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from uvicorn.logging import AccessFormatter
 
-from maya_tools.approval_page import PATH
+from maya_tools.channels.page import PATH
 from maya_tools.log_redaction import install
 
 SECRET = "hut52gty9V4XyKerJbnfd6sTWKbG57zihTSwlYIDmHo"

@@ -1,4 +1,4 @@
-"""The approval page's link on each protocol version (``maya_tools/page_link.py``): on 2026-07-28 an
+"""The approval page's link on each protocol version (``maya_tools/channels/page_link.py``): on 2026-07-28 an
 ``input_required`` round whose retry reports what the page decided, on 2025-11-25 an
 ``elicitation/create`` request mid-call, and never the retired ``-32042`` error."""
 
@@ -21,7 +21,7 @@ from mcp_types import (
 )
 
 from backend_client.tls import verifying_tls
-from maya_tools.page_link import PAGE_KEY
+from maya_tools.channels.page_link import PAGE_KEY
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.maya_tools.conftest import MODES, operations
 from tests.maya_tools.live import Live

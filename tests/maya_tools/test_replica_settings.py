@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from maya_tools.request_state import request_state_security
+from maya_tools.channels.request_state import request_state_security
 from maya_tools.settings import KEY_BYTES, ConfigError, Settings, check_replicas
 from tests.maya_tools.live import free_port
 

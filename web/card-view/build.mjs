@@ -1,5 +1,5 @@
 // Builds, from the npm packages this folder's package-lock.json pins:
-//   maya_tools/static/card-view.js            the card view's script (view.js), inlined by app_card.py
+//   maya_tools/static/card-view.js            the card view's script (view.js), inlined by maya_tools/channels/app_card.py
 //   maya_tools/static/card-view.licenses.txt  the licences of every package bundled into it
 //   tests/browser/app-bridge.bundle.js        the browser tests' host bridge (host-bridge.js)
 // Usage: npm ci && node build.mjs [--out DIR] [--analyze]

@@ -40,9 +40,9 @@ from confirmation_cards.actions import ACTIONS
 from confirmation_cards.form import FORM_MAX, form_message
 from confirmation_cards.models import card_digest_schema, strip_titles
 from confirmation_cards.render import clean_text, quoted, when
-from maya_tools.app_secret import mint_app_secret
+from maya_tools.channels.app_secret import mint_app_secret
+from maya_tools.channels.page_link import link_answer, link_round, rides_input_required
 from maya_tools.errors import door_errors
-from maya_tools.page_link import link_answer, link_round, rides_input_required
 from maya_tools.runtime import Runtime, runtime_of
 
 Plan = Callable[..., Awaitable[Card]]
@@ -199,7 +199,7 @@ async def ask_by_link(card: Card, ctx: Context[Any, Any]) -> NoApprovalChannel |
     """Channel 3: a URL elicitation of a one-time link to the card's approval page.
 
     The link travels only in the elicitation request: ``elicitation/create`` mid-call on 2025-11-25,
-    an ``input_required`` round on 2026-07-28 (``maya_tools.page_link``; never ``-32042``, which that
+    an ``input_required`` round on 2026-07-28 (``maya_tools.channels.page_link``; never ``-32042``, which that
     version retired), whose retry comes back through ``ask`` with the person's answer.
     """
     runtime = runtime_of(ctx)

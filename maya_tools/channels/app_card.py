@@ -3,7 +3,7 @@
 Every change tool is bound to ``ui://maya-tools/card.html``. To an Apps client a change tool returns
 the pending card without eliciting (its text for the model as always, the whole card in
 ``structuredContent`` for the view) and a one-time secret in the result's ``_meta`` only
-(``maya_tools.app_secret``). The view's Approve and Decline call ``decide_card``, an app-only tool
+(``maya_tools.channels.app_secret``). The view's Approve and Decline call ``decide_card``, an app-only tool
 (``visibility: ["app"]``); visibility is not access control, so the call must carry that secret,
 which is bound to the card and to the caller's principal and spent atomically before
 ``lifecycle.decide`` (single use, expiry, stale re-check, idempotent execution, audit as for a form).
@@ -34,8 +34,8 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from confirmation_cards import CardNotFound, CardStatus, lifecycle
-from maya_tools.app_secret import APP_URI, spend_app_secret
-from maya_tools.elicitation import Changed, decide_as
+from maya_tools.channels.app_secret import APP_URI, spend_app_secret
+from maya_tools.channels.form import Changed, decide_as
 from maya_tools.runtime import runtime_of
 from maya_tools.tools.card_texts import outcome_text
 from maya_tools.tools.results import answer
