@@ -26,6 +26,7 @@ from confirmation_cards.stores import is_postgres, open_store
 from maya_tools.settings import Settings
 
 if TYPE_CHECKING:
+    from maya_tools.auth import BrowserSignIn, ConnectRequests, DoorCredentials
     from maya_tools.embedded import ReferenceBackend
 
 logger = logging.getLogger("maya_tools")
@@ -54,7 +55,7 @@ class WallTime:
 class ApprovalLinks(Protocol):
     """Mints one-time links to a card's approval page (URL elicitation)."""
 
-    async def link_for(self, runtime: Runtime, card: Card, *, token: str, approver: str) -> str | None: ...
+    async def link_for(self, runtime: Runtime, card: Card, *, token: str | None, approver: str) -> str | None: ...
 
 
 @dataclass
@@ -72,6 +73,14 @@ class Runtime:
     """The embedded backend's demo admin token; None when the server talks to a real Door."""
     pages: ApprovalLinks | None = None
     """The approval page (``maya_tools.channels.page``), set by the server's lifespan."""
+    sign_in: BrowserSignIn | None = None
+    """The browser sign-in (OAuth over HTTP); None on stdio and in door-token mode."""
+    credentials: DoorCredentials | None = None
+    """Each person's own Door token (OAuth over HTTP); None on stdio and in door-token mode."""
+    connect_requests: ConnectRequests | None = None
+    """The ``/connect?for=<id>`` links of "Connect your Door account" (OAuth over HTTP)."""
+    public_url: str | None = None
+    """Where people reach this server (``MAYA_PUBLIC_URL``) under OAuth; None on stdio and in door-token mode."""
     group: anyio.abc.TaskGroup | None = None
     """Tasks that run for the server's life (the sweep, the approval page's loopback server)."""
     swept: anyio.Event = field(default_factory=anyio.Event)

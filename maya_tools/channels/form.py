@@ -210,7 +210,9 @@ async def ask_by_link(card: Card, ctx: Context[Any, Any]) -> NoApprovalChannel |
     approver = runtime.approver(ctx, "approval page, URL elicitation")
     if principal not in approver:
         approver = f"{approver}, principal {principal}"
-    link = await runtime.pages.link_for(runtime, card, token=runtime.token_for(ctx), approver=approver)
+    # Under OAuth the page finds the signed-in owner's own Door token; nothing of the caller's is kept.
+    token = None if runtime.sign_in is not None else runtime.token_for(ctx)
+    link = await runtime.pages.link_for(runtime, card, token=token, approver=approver)
     if link is None:
         return AlreadyDecided(status=(await runtime.service.get(card.id)).status)
     message = LINK_QUESTION.format(

@@ -10,11 +10,20 @@ HTML form POST, no JavaScript. What keeps the page safe:
 - The decision goes through ``lifecycle.decide`` like any other: single use, expiry, the stale
   re-check and idempotent execution hold as they do for a form, and the audit names the approver
   as "approval page" with the principal's token fingerprint.
-- Door is called with the token of the principal that planned the card. It is kept in this
-  process's memory from the question to the decision (never stored, logged or shown), so the link
-  is decided by the server process that sent it: behind a load balancer a replica named by
+- Over HTTP with OAuth the page also verifies who opened it (the spec's "MUST verify the identity
+  of the user who opens the URL"; a link "MUST NOT" be pre-authenticated): GET and POST need the
+  browser sign-in (``runtime.sign_in``) of the card's own person, ``Principal.key`` equal to the
+  card's principal. Not signed in: through sign-in and back to the same page. Signed in as someone
+  else: 403, nothing changes and the link stays usable for its owner. Door is then called with the
+  owner's own Door token from ``runtime.credentials``, which lives in the shared store, so any
+  replica decides any link.
+- Without OAuth (stdio, in memory, door-token mode: one person, or a caller whose bearer is their
+  Door token) Door is called with the token of the principal that planned the card. It is kept in
+  this process's memory from the question to the decision (never stored, logged or shown), so the
+  link is decided by the server process that sent it: behind a load balancer a replica named by
   ``MAYA_REPLICA`` adds ``?via=<name>`` and the balancer routes it home (docs/deploy.md); any other
-  replica answers that the link belongs elsewhere and leaves it usable.
+  replica answers that the link belongs elsewhere and leaves it usable. Over stdio the page is on
+  127.0.0.1 for the one person whose server it is; the link's secret is what guards it there.
 - A POST must carry the link's form token and, when the browser sends them, an ``Origin`` equal
   to the page's own and a ``Sec-Fetch-Site`` of same-origin; the ``Host`` must be the one the link
   names. Anything else changes nothing and leaves the link usable.
@@ -46,12 +55,13 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from confirmation_cards import Card, CardNotFound, CardStatus, lifecycle, token_fingerprint
 from confirmation_cards.render import ENVIRONMENT
+from maya_tools.auth.tokens import Principal
 from maya_tools.runtime import Runtime
 
 logger = logging.getLogger("maya_tools")
@@ -83,7 +93,8 @@ def form_token(secret: str) -> str:
 class _Asked:
     """What the process that sent a link keeps until it is used: never stored anywhere."""
 
-    token: str
+    token: str | None
+    """None under OAuth, where the owner's Door token comes from ``runtime.credentials`` at decision time."""
     approver: str
 
 
@@ -137,14 +148,18 @@ class ApprovalPages:
 
     # --- links ---------------------------------------------------------------------------------
 
-    async def link_for(self, runtime: Runtime, card: Card, *, token: str, approver: str) -> str | None:
-        """A new one-time link to ``card``'s page, or None when the card is no longer pending."""
+    async def link_for(self, runtime: Runtime, card: Card, *, token: str | None, approver: str) -> str | None:
+        """A new one-time link to ``card``'s page, or None when the card is no longer pending.
+
+        Under OAuth (``runtime.sign_in``) nothing about the caller's token is kept and the link names
+        no replica: the signed-in owner's stored Door token decides it anywhere."""
         secret = secrets.token_urlsafe(SECRET_BYTES)
         if not await runtime.store.set_link(card.id, link_hash(card, secret)):
             return None
-        self._asked[card.id] = _Asked(token, approver)
+        oauth = runtime.sign_in is not None
+        self._asked[card.id] = _Asked(None if oauth else token, approver)
         base = await self._base(runtime)
-        via = "" if self.via is None else "?" + urlencode({"via": self.via})
+        via = "" if self.via is None or oauth else "?" + urlencode({"via": self.via})
         return f"{base}{PATH}/{card.id}/{secret}{via}"
 
     async def _base(self, runtime: Runtime) -> str:
@@ -180,7 +195,7 @@ class ApprovalPages:
 
     # --- the page ------------------------------------------------------------------------------
 
-    async def page(self, request: Request) -> HTMLResponse:
+    async def page(self, request: Request) -> Response:
         runtime = self.runtime
         card_id = request.path_params["card_id"]
         secret = request.path_params["secret"]
@@ -193,6 +208,13 @@ class ApprovalPages:
         digest = link_hash(card, secret)
         if not await runtime.store.has_link(card.id, digest):
             return _answer(None, "gone", status_code=404)
+        owner: Principal | None = None
+        if runtime.sign_in is not None:
+            owner = await runtime.sign_in.signed_in(request)
+            if owner is None:
+                return runtime.sign_in.login_redirect(request)  # and back here, the link unspent
+            if owner.key != card.principal:
+                return _answer(None, "someone_else", status_code=403)
         if request.method in ("GET", "HEAD"):
             return _answer(card, "ask", form=form_token(secret))
         form = await _form(request)
@@ -202,8 +224,15 @@ class ApprovalPages:
         if choice not in ("approve", "decline"):
             return _answer(None, "refused", status_code=400)
         asked = self._asked.get(card.id)
-        if asked is None or token_fingerprint(asked.token) != card.principal:
+        if owner is not None:
+            token = await runtime.credentials.get(owner) if runtime.credentials is not None else None
+            if token is None:
+                return _answer(None, "not_connected", status_code=409)
+            approver = asked.approver if asked is not None else _approver(owner)
+        elif asked is None or asked.token is None or token_fingerprint(asked.token) != card.principal:
             return _answer(None, "elsewhere", status_code=409)
+        else:
+            token, approver = asked.token, asked.approver
         if not await runtime.store.use_link(card.id, digest):
             return _answer(None, "gone", status_code=404)  # another POST spent it first
         self._asked.pop(card.id, None)
@@ -214,9 +243,9 @@ class ApprovalPages:
             runtime.service,
             card,
             decision,
-            by=asked.approver,
+            by=approver,
             principal=card.principal,
-            door=runtime.door_with(asked.token),
+            door=runtime.door_with(token),
         )
         return _answer(done, "done")
 
@@ -234,6 +263,12 @@ class ApprovalPages:
         if origin is not None and origin != self._origin(request):
             return False
         return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+
+
+def _approver(person: Principal) -> str:
+    """The audit's name for the signed-in owner deciding on a replica that did not send the link: never a token."""
+    name = f"{person.name} " if person.name else ""
+    return f"{name}(sub {person.subject}, principal {person.key}) (approval page, URL elicitation)"
 
 
 def _equal(given: str | None, expected: str) -> bool:
