@@ -79,12 +79,15 @@ class Runtime:
     """Each person's own Door token (OAuth over HTTP); None on stdio and in door-token mode."""
     connect_requests: ConnectRequests | None = None
     """The ``/connect?for=<id>`` links of "Connect your Door account" (OAuth over HTTP)."""
-    public_url: str | None = None
-    """Where people reach this server (``MAYA_PUBLIC_URL``) under OAuth; None on stdio and in door-token mode."""
     group: anyio.abc.TaskGroup | None = None
     """Tasks that run for the server's life (the sweep, the approval page's loopback server)."""
     swept: anyio.Event = field(default_factory=anyio.Event)
     """Set once the first sweep after start has run (cards a stopped server left executing are settled)."""
+
+    @property
+    def public_url(self) -> str | None:
+        """Where people reach this server (``MAYA_PUBLIC_URL``); None on stdio and in memory."""
+        return self.settings.public_url if self.transport == "streamable-http" else None
 
     @property
     def embedded(self) -> bool:

@@ -3,8 +3,11 @@
     AuthError
      ├── TokenRefused        the token is not one this server accepts; ``reason`` says which check
      │                       refused it (the bearer middleware answers 401 ``invalid_token``)
-     └── IssuerUnavailable   the issuer's metadata or keys could not be fetched, so nothing can be
-                             verified (fail closed: no token is accepted meanwhile)
+     ├── IssuerUnavailable   the issuer's metadata or keys could not be fetched, so nothing can be
+     │                       verified (fail closed: no token is accepted meanwhile)
+     └── DoorNotConnected    a tool needs Door for a person who has connected no Door token yet
+                             (also a ``ToolError``: until a channel asks them to connect, the
+                             message tells the client where to go)
 
 Messages name the check, the claim or header and what to do; they never contain the token.
 """
@@ -12,6 +15,8 @@ Messages name the check, the claim or header and what to do; they never contain 
 from __future__ import annotations
 
 from typing import Literal
+
+from mcp.server.mcpserver.exceptions import ToolError
 
 Refusal = Literal[
     "malformed",  # not a compact JWS, or a claim of the wrong type
@@ -43,3 +48,18 @@ class TokenRefused(AuthError):
 
 class IssuerUnavailable(AuthError):
     """The issuer's discovery document or JWKS could not be fetched or was not valid."""
+
+
+class DoorNotConnected(AuthError, ToolError):
+    """The person ``principal`` (``Principal.key``) has no Door token stored; ``connect_url`` is where
+    they connect one. Nothing was sent to Door."""
+
+    def __init__(self, principal: str, connect_url: str | None = None) -> None:
+        where = connect_url or "this server's /connect page"
+        super().__init__(
+            f"You have not connected your Door account to maya-tools yet, so nothing was sent to Door: open "
+            f"{where} in your browser, sign in and paste your Door API token, then ask again. (maya-tools never "
+            "sends your sign-in token to Door.)"
+        )
+        self.principal = principal
+        self.connect_url = connect_url

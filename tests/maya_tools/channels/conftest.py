@@ -3,7 +3,8 @@ the reference backend as Door, and one or more replicas on one card store, each 
 approval page, browser sign-in, ``/connect`` and the shared Door credentials.
 
 Built in process because ``serve``'s OAuth wiring is another part of issue 20; the runtime's
-``sign_in``, ``credentials``, ``connect_requests`` and ``public_url`` are set here as ``serve`` sets them."""
+``sign_in``, ``credentials`` and ``connect_requests`` are set here as ``serve`` sets them, and
+``MAYA_PUBLIC_URL`` is the site's origin."""
 
 from __future__ import annotations
 
@@ -116,7 +117,6 @@ async def open_replica(
     pages = ApprovalPages(ORIGIN, via=settings.replica)
     runtime.pages, pages.runtime = pages, runtime
     runtime.sign_in, runtime.credentials, runtime.connect_requests = sign_in, credentials, requests
-    runtime.public_url = ORIGIN
 
     def door_for(token: str) -> DoorClient:
         return runtime.door_with(token)
@@ -145,7 +145,7 @@ async def team(
     async with AsyncExitStack() as stack:
         replicas = []
         for name in ("a", "b"):
-            settings = Settings(card_store=store, approver="nobody", replica=name)
+            settings = Settings(card_store=store, approver="nobody", replica=name, public_url=ORIGIN)
             opened = await open_replica(
                 stack, settings, key=key, backend=backend, provider=provider, client=client, http=http
             )

@@ -1,0 +1,121 @@
+""" "Connect your Door account": the URL elicitation a tool call gets when its person has no Door token.
+
+Under OAuth the MCP access token is for this server alone (no token passthrough), so Door is called
+with each person's own Door token, connected once on ``/connect`` (``maya_tools.auth.connect``). A
+tool that needs Door for a person who has none raises ``DoorNotConnected`` before anything reaches
+Door or the card store; ``MayaServer.call_tool`` catches it for every tool alike and asks here:
+
+- 2026-07-28: an ``input_required`` round whose ``elicitation/create`` is of ``mode: "url"``, as
+  ``page_link`` does for the approval page (that version "MUST NOT" emit ``-32042``). The retry
+  runs the tool again: once the person has connected it goes on; before that it asks again, and a
+  declined or cancelled link ends in the error below rather than in a loop.
+- 2025-11-25: ``-32042`` ``URLElicitationRequiredError``, which that version's elicitation spec
+  gives for exactly this: a request that "cannot be processed until an elicitation is completed",
+  which the client retries once the person is done. A mid-call ``elicitation/create`` would hold
+  the call open for however long connecting takes and, since its ``accept`` means only that the
+  person agreed to open the link, would still end without running the tool.
+- a client without URL mode: a tool error saying to open ``<public URL>/connect`` in a browser,
+  sign in, connect the Door token and ask again (a URL meant to be clicked never goes in a form).
+
+The link is ``<public URL>/connect?for=<id>``, a ``ConnectRequests`` record made for this very
+person (issuer and ``sub`` of the verified access token): the page stores a token through it only
+for that person. It travels only in the elicitation (or the ``-32042`` error's data), never in
+content the model reads.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import UrlElicitationRequiredError
+from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
+
+from maya_tools.auth.connect import PATH as CONNECT_PATH
+from maya_tools.auth.errors import DoorNotConnected
+from maya_tools.auth.tokens import Principal, VerifiedToken
+from maya_tools.channels.page_link import rides_input_required
+from maya_tools.runtime import Runtime
+
+CONNECT_KEY = "maya_tools:connect_door"
+"""The link's key in ``inputRequests`` and in the retry's ``inputResponses``."""
+_STATE_FIELD = "connect_door"
+
+MESSAGE = (
+    "Connect your Door account: maya-tools calls Door with your own Door API token, and you have not "
+    "connected one yet. Open the page, sign in and paste your Door token; then the request goes on. "
+    "Nothing was sent to Door."
+)
+WHERE = (
+    "You have not connected your Door account to maya-tools yet, so nothing was sent to Door{why}: open "
+    "{url} in your browser, sign in and connect your Door API token, then ask again. (maya-tools never "
+    "sends your sign-in token to Door.)"
+)
+
+
+def not_connected(error: BaseException) -> DoorNotConnected | None:
+    """The ``DoorNotConnected`` behind ``error`` (the SDK wraps what a tool or resolver raises), if any."""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, DoorNotConnected):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def person_of(ctx: Context[Any, Any], missing: DoorNotConnected) -> Principal | None:
+    """The verified person of this request (the bearer check leaves them in the ASGI scope), when
+    they are the one ``missing`` is about."""
+    scope = getattr(ctx.request_context.request, "scope", None)
+    user = scope.get("user") if isinstance(scope, dict) else None
+    token = user.access_token if isinstance(user, AuthenticatedUser) else get_access_token()
+    principal = token.principal if isinstance(token, VerifiedToken) else None
+    return principal if principal is not None and principal.key == missing.principal else None
+
+
+def connect_page(runtime: Runtime) -> str:
+    return f"{(runtime.public_url or '').rstrip('/')}{CONNECT_PATH}" if runtime.public_url else "/connect"
+
+
+def declined_link(ctx: Context[Any, Any]) -> bool:
+    """Whether this 2026-07-28 retry answers a connect link with ``decline`` or ``cancel``."""
+    if not rides_input_required(ctx) or ctx.request_state is None:
+        return False
+    try:
+        state = json.loads(ctx.request_state)
+    except ValueError:
+        return False
+    if not isinstance(state, dict) or _STATE_FIELD not in state:
+        return False
+    answer = (ctx.input_responses or {}).get(CONNECT_KEY)
+    return isinstance(answer, ElicitResult) and answer.action != "accept"
+
+
+def _url_mode(ctx: Context[Any, Any]) -> bool:
+    capabilities = ctx.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    return elicitation is not None and elicitation.url is not None
+
+
+async def ask_to_connect(runtime: Runtime, ctx: Context[Any, Any], missing: DoorNotConnected) -> InputRequiredResult:
+    """The round that asks the person to connect (2026-07-28); raises ``-32042`` on 2025-11-25 and a
+    ``ToolError`` saying where to go for a client without URL mode (or after a declined link)."""
+    page = connect_page(runtime)
+    person = person_of(ctx, missing)
+    if declined_link(ctx):
+        raise ToolError(WHERE.format(why=" (the link to connect it was declined)", url=page)) from None
+    if person is None or runtime.connect_requests is None or runtime.public_url is None or not _url_mode(ctx):
+        raise ToolError(WHERE.format(why="", url=page)) from None
+    request_id = await runtime.connect_requests.create(person)
+    link = f"{page}?for={request_id}"
+    params = ElicitRequestURLParams(message=MESSAGE, url=link, elicitation_id=request_id)
+    if not rides_input_required(ctx):
+        raise UrlElicitationRequiredError([params], "Connect your Door account first (URL elicitation required)")
+    state = json.dumps({_STATE_FIELD: request_id}, separators=(",", ":"))
+    return InputRequiredResult(input_requests={CONNECT_KEY: ElicitRequest(params=params)}, request_state=state)
