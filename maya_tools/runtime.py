@@ -73,16 +73,16 @@ class Runtime:
     """The embedded backend's demo admin token; None when the server talks to a real Door."""
     pages: ApprovalLinks | None = None
     """The approval page (``maya_tools.channels.page``), set by the server's lifespan."""
-    sign_in: BrowserSignIn | None = None
-    """The browser sign-in (OAuth over HTTP); None on stdio and in door-token mode."""
-    credentials: DoorCredentials | None = None
-    """Each person's own Door token (OAuth over HTTP); None on stdio and in door-token mode."""
-    connect_requests: ConnectRequests | None = None
-    """The ``/connect?for=<id>`` links of "Connect your Door account" (OAuth over HTTP)."""
     group: anyio.abc.TaskGroup | None = None
     """Tasks that run for the server's life (the sweep, the approval page's loopback server)."""
     swept: anyio.Event = field(default_factory=anyio.Event)
     """Set once the first sweep after start has run (cards a stopped server left executing are settled)."""
+    credentials: DoorCredentials | None = None
+    """With OAuth over HTTP: each person's own Door token, sealed in the card store's database."""
+    sign_in: BrowserSignIn | None = None
+    """With OAuth over HTTP: the browser sign-in that guards ``/connect`` (and the approval page)."""
+    connect_requests: ConnectRequests | None = None
+    """With OAuth over HTTP: the ``/connect?for=`` links a URL elicitation sends."""
 
     @property
     def public_url(self) -> str | None:
