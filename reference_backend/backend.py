@@ -294,9 +294,21 @@ class ReferenceBackend(WorldSetters):
         seed.populate(self, name)
         self._touch("meta", "world")
 
-    def log_request(self, method: str, path: str, status: int, *, idempotency_key: bool) -> RequestRecord:
-        """Record an answered request; the oldest records go once there are ``REQUEST_LOG_SIZE``."""
-        return self.request_log.record(method, path, status, idempotency_key=idempotency_key)
+    def log_request(
+        self, method: str, path: str, status: int, *, idempotency_key: bool, token: str | None = None
+    ) -> RequestRecord:
+        """Record an answered request (with a digest of its bearer and the user Door issued it to, never the
+        token); the oldest records go once there are ``REQUEST_LOG_SIZE``."""
+        digest = token_digest(token) if token else None
+        principal = self._tokens.get(digest) if digest else None
+        return self.request_log.record(
+            method,
+            path,
+            status,
+            idempotency_key=idempotency_key,
+            token=digest[:16] if digest else None,
+            user=principal.user if principal is not None else None,
+        )
 
     @property
     def last_request_seq(self) -> int:

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from backend_client import models
 from backend_client.models import FieldError
 from reference_backend.backend import ReferenceBackend
+from reference_backend.bodies import bearer
 from reference_backend.errors import FaultInjected, Refusal, title_for
 from reference_backend.faults import Fault
 
@@ -152,11 +153,13 @@ def _logged(send: Send, backend: ReferenceBackend, scope: Scope) -> Send:
     """``send``, recording the status actually answered before the client can see it."""
     method: str = scope["method"]
     path: str = scope["path"]
-    keyed = any(name.lower() == b"idempotency-key" and value.strip() for name, value in scope.get("headers", []))
+    headers = scope.get("headers", [])
+    keyed = any(name.lower() == b"idempotency-key" and value.strip() for name, value in headers)
+    token = bearer(Request(scope))
 
     async def send_and_log(message: Message) -> None:
         if message["type"] == "http.response.start":
-            backend.log_request(method, path, int(message["status"]), idempotency_key=keyed)
+            backend.log_request(method, path, int(message["status"]), idempotency_key=keyed, token=token)
         await send(message)
 
     return send_and_log

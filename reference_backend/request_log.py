@@ -12,13 +12,20 @@ REQUEST_LOG_SIZE: Final = 10_000
 
 
 class RequestRecord(TypedDict):
-    """One answered request outside the admin plane: never its token, headers or query."""
+    """One answered request outside the admin plane: never its token, headers or query.
+
+    ``token`` is the first 16 hex characters of the bearer's SHA-256 (``token_digest``), so a test can
+    tell whose token a request carried without the log holding any token; ``user`` is the user Door
+    issued that token to, or None when the request carried no token Door knows.
+    """
 
     seq: int
     method: str
     path: str
     status: int
     idempotency_key: bool
+    token: str | None
+    user: str | None
 
 
 class RequestLog(deque[RequestRecord]):
@@ -28,11 +35,26 @@ class RequestLog(deque[RequestRecord]):
         super().__init__(maxlen=REQUEST_LOG_SIZE)
         self.last_seq = 0  # the seq of the newest record (0 before any request)
 
-    def record(self, method: str, path: str, status: int, *, idempotency_key: bool) -> RequestRecord:
+    def record(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        *,
+        idempotency_key: bool,
+        token: str | None = None,
+        user: str | None = None,
+    ) -> RequestRecord:
         """Record an answered request; the oldest records go once there are ``REQUEST_LOG_SIZE``."""
         self.last_seq += 1
         entry = RequestRecord(
-            seq=self.last_seq, method=method, path=path, status=status, idempotency_key=idempotency_key
+            seq=self.last_seq,
+            method=method,
+            path=path,
+            status=status,
+            idempotency_key=idempotency_key,
+            token=token,
+            user=user,
         )
         self.append(entry)
         return entry

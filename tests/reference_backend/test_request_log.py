@@ -8,7 +8,7 @@ import httpx2
 import pytest
 
 from reference_backend import seed
-from reference_backend.backend import REQUEST_LOG_SIZE, ReferenceBackend
+from reference_backend.backend import REQUEST_LOG_SIZE, ReferenceBackend, token_digest
 from tests.conftest import ADMIN_TOKEN, auth
 
 pytestmark = pytest.mark.anyio
@@ -44,9 +44,28 @@ async def test_every_public_request_is_logged_with_its_status_and_never_its_toke
         ("POST", f"{CLUSTER}/node-pools", 202, True),
         ("HEAD", "/v1/public/machine-tiers", 200, False),
     ]
-    assert all(set(r) == {"seq", "method", "path", "status", "idempotency_key"} for r in records)
-    assert "token" not in repr(list(backend.request_log))
+    assert all(set(r) == {"seq", "method", "path", "status", "idempotency_key", "token", "user"} for r in records)
+    assert seed.DEMO_ADMIN_TOKEN not in repr(list(backend.request_log))
+    assert "not-a-token" not in repr(list(backend.request_log))
     assert backend.requests_since(4) == records[4:]
+
+
+async def test_each_record_names_whose_token_it_carried_by_digest_and_user_never_the_token(
+    door: httpx2.AsyncClient, backend: ReferenceBackend
+) -> None:
+    """Tests that ask "whose Door token reached Door?" (issue 20: each person's calls carry their own
+    token, never the MCP access token) read ``token`` (the first 16 hex of its SHA-256) and ``user``."""
+    await door.get("/v1/public/clusters", headers=ADMIN)
+    await door.get("/v1/public/clusters", headers=auth(seed.DEMO_MEMBER_TOKEN))
+    await door.get("/v1/public/clusters", headers=auth("an-mcp-access-token"))
+    await door.get("/v1/public/clusters")
+    records = backend.requests_since(0)
+    assert [(r["token"], r["user"]) for r in records] == [
+        (token_digest(seed.DEMO_ADMIN_TOKEN)[:16], "ada"),
+        (token_digest(seed.DEMO_MEMBER_TOKEN)[:16], "mel"),
+        (token_digest("an-mcp-access-token")[:16], None),
+        (None, None),
+    ]
 
 
 async def test_a_faulted_request_is_logged_with_the_status_it_was_answered(
