@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 CASES = load_cases()
 HELDOUT = load_cases(split="heldout")
+OUTSIDER = load_cases(name="eval_dev_outsider.json")
 SINGLE_TURN = [c for c in CASES.cases if not c.turns]
 
 
@@ -154,9 +155,10 @@ def test_the_command_runs_offline_exits_0_and_says_it_skipped_the_live_part(monk
     out = io.StringIO()
     assert evaluation.main([], out=out) == 0
     shown = out.getvalue()
-    assert f"case file version {CASES.version}" in shown
-    assert "offline interpreter:" in shown and "tool choice: " in shown and "(100%)" in shown
-    assert f"offline interpreter, held-out: {len(HELDOUT.cases)} cases" in shown
+    assert f"eval_cases.json ({len(CASES.cases)} cases, version {CASES.version}, dev)" in shown
+    assert "offline interpreter on eval_cases.json:" in shown and "tool choice: " in shown and "(100%)" in shown
+    assert f"offline interpreter on eval_heldout.json: {len(HELDOUT.cases)} cases" in shown
+    assert f"offline interpreter on eval_dev_outsider.json: {len(OUTSIDER.cases)} cases" in shown
     assert "skipped — ANTHROPIC_API_KEY is not set" in shown
 
 
@@ -275,5 +277,8 @@ def test_an_unreachable_model_is_reported_after_the_offline_part_not_as_a_traceb
     assert evaluation.main([], out=out) == 1
     shown = out.getvalue()
     covered = sum(c.offline for c in CASES.cases)
-    assert f"offline interpreter: {covered} cases" in shown and f"tool choice: {covered}/{covered}" in shown
+    assert (
+        f"offline interpreter on eval_cases.json: {covered} cases" in shown
+        and f"tool choice: {covered}/{covered}" in shown
+    )
     assert "could not run — no connection to the Anthropic API; no case was scored" in shown

@@ -111,7 +111,11 @@ CALLS: list[tuple[str, str, dict[str, Any]]] = [
     ("remove pool all-jobs from payments-prod", "remove_node_pool", {"cluster": P, "pool": "all-jobs"}),
     # replace node X on Y
     (f"recycle node {NODE} on payments-prod", "replace_node", {"cluster": P, "node_name": NODE}),
-    (f"delete node {NODE} from payments-prod", "replace_node", {"cluster": P, "node_name": NODE}),
+    (
+        "change the workers pool on payments-prod to dks.c5.2xlarge",
+        "change_pool_tier",
+        {"cluster": P, "pool": "workers", "size": "dks.c5.2xlarge"},
+    ),
     (f"replace the worker node {NODE} in payments-prod", "replace_node", {"cluster": P, "node_name": NODE}),
     # reads
     ("list pools on payments-prod", "list_node_pools", {"cluster": P}),
@@ -176,8 +180,8 @@ REPLIES: list[tuple[str, str, str]] = [
     ("delete everything", "refuse", "one node pool or one node at a time"),
     ("delete cluster payments-prod", "refuse", "cannot delete clusters"),
     ("create a new cluster called analytics", "refuse", "Door console"),
-    ("change workers to dks.c5.2xlarge", "refuse", "R-PATCH-10"),
-    ("change the workers pool on payments-prod to dks.c5.2xlarge", "refuse", "add a new pool with dks.c5.2xlarge"),
+    # deleting a node is not replacing it (issue 22, property 2): say what would work
+    (f"delete node {NODE} from payments-prod", "clarify", f"replace node {NODE}"),
     ("scale workers on payments-prod to 500", "refuse", "R-PATCH-06"),
     ("turn on autoscaling for workers on payments-prod between 2 and 300", "refuse", "R-PATCH-06"),
     ("turn off autoscaling for workers on payments-prod at 300", "refuse", "R-PATCH-06"),

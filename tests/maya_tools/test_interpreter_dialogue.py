@@ -69,11 +69,6 @@ def test_two_close_candidates_are_asked_about_never_picked() -> None:
     [
         (["show me the payments cluster", "the prod one"], "Which cluster", ToolCall("get_cluster", {"cluster": P})),
         (["scale the pool to 4", "workers on payments-prod"], "Which cluster", scale(4)),
-        (
-            ["remove pool batch", "payments-prod"],
-            "Which cluster",
-            ToolCall("remove_node_pool", {"cluster": P, "pool": "batch"}),
-        ),
         (["scale workers on payments-prod", "6"], "How many nodes", scale(6)),
         (
             ["autoscale workers on payments-prod", "2-8"],

@@ -15,8 +15,9 @@ anything: a change it maps still makes a confirmation card that only the person 
   question for a missing part, and its answer completing the request.
 """
 
-from maya_tools.chat.interpreter.dialogue import MAX_COUNT, Interpreter, Reply, ReplyKind, ToolCall, interpret
-from maya_tools.chat.interpreter.names import PoolInfo, World
+from maya_tools.chat.interpreter.calls import Reply, ReplyKind, ToolCall
+from maya_tools.chat.interpreter.dialogue import MAX_COUNT, Interpreter, interpret
+from maya_tools.chat.interpreter.names import PoolInfo, TierInfo, World
 from maya_tools.chat.interpreter.texts import EXAMPLES, HELP
 from maya_tools.chat.interpreter.words import NUMBER_WORDS, normalize, number
 
@@ -29,6 +30,7 @@ __all__ = [
     "PoolInfo",
     "Reply",
     "ReplyKind",
+    "TierInfo",
     "ToolCall",
     "World",
     "interpret",

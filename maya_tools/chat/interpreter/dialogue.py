@@ -4,35 +4,20 @@ completes the request. Earlier turns give "it", "that pool", "there" and "the sa
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any
 
 from maya_tools.chat.interpreter import texts
+from maya_tools.chat.interpreter.calls import Reply, ToolCall
+from maya_tools.chat.interpreter.guard import safety_guard
 from maya_tools.chat.interpreter.names import World
 from maya_tools.chat.interpreter.reading import Intent, Reading, read
 from maya_tools.chat.interpreter.words import normalize
 
-ReplyKind = Literal["help", "clarify", "refuse"]
 MAX_COUNT = 200  # R-ADD-04 / R-PATCH-06
 _HELP = re.compile(r"/?help|\?|what\s+can\s+you\s+do|what\s+do\s+you\s+understand|commands|examples", re.IGNORECASE)
 _NO_CLUSTER: frozenset[Intent] = frozenset({"list_clusters", "tiers", "card"})
-_POOL_CHANGES: frozenset[Intent] = frozenset({"scale", "autoscale_on", "autoscale_off", "remove", "relabel"})
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One maya-tools tool and its arguments, exactly as the chat sends them."""
-
-    tool: str
-    arguments: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Reply:
-    """No tool: a clarifying question, a refusal with its reason, or the help text."""
-
-    kind: ReplyKind
-    text: str
+_POOL_CHANGES: frozenset[Intent] = frozenset({"scale", "autoscale_on", "autoscale_off", "remove", "relabel", "tier"})
 
 
 @dataclass(frozen=True)
@@ -56,6 +41,20 @@ class Frame:
     card: str | None = None
     refers_cluster: bool = False
     refers_pool: bool = False
+    factor: float | None = None
+    start: int | None = None
+    auto: bool | None = None
+    keep_name: bool = False
+    label_mode: str = "set"
+    drop_keys: tuple[str, ...] = ()
+
+
+class Refusal(Exception):
+    """The request breaks a rule whatever its parts: say which and what to do instead."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
 
 
 class Question(Exception):
@@ -87,7 +86,17 @@ def _from_reading(intent: Intent, r: Reading, base: Frame | None = None) -> Fram
         "labels": r.labels,
         "tags": r.tags,
         "card": r.card,
+        "factor": r.factor,
+        "start": r.start,
+        "auto": r.auto,
     }
+    f = replace(f, keep_name=f.keep_name or r.keep_name)
+    if r.labels is not None or r.tags is not None:
+        f = replace(f, label_mode=r.label_mode, drop_keys=r.drop_keys)
+    if r.factor is not None:
+        f = replace(f, delta=None, count=None)
+    elif r.delta is not None or r.count is not None:
+        f = replace(f, factor=None)
     return replace(f, **{k: v for k, v in parts.items() if v is not None})
 
 
@@ -98,8 +107,20 @@ class Interpreter:
         self.world = world or World()
         self.last: Frame | None = None
         self.pending: Frame | None = None
+        self.said: list[str] = []  # the sentences so far: a follow-up's verbs may be in an earlier one
 
     def interpret(self, text: str) -> ToolCall | Reply:
+        """Map one request to a tool call or a reply; every call passes the safety guard last."""
+        answering = self.pending is not None
+        understood = self._interpret(text)
+        if isinstance(understood, ToolCall):
+            understood = safety_guard(text, self.world, understood, earlier=self.said[-3:], answering=answering)
+            if isinstance(understood, Reply):
+                self.last = None
+        self.said.append(text)
+        return understood
+
+    def _interpret(self, text: str) -> ToolCall | Reply:
         """Map one request to a tool call, or say what is missing, why not, or what is understood."""
         said = normalize(text)
         if not said or _HELP.fullmatch(said):
@@ -114,6 +135,9 @@ class Interpreter:
             return Reply("help", texts.NOT_UNDERSTOOD + texts.HELP)
         try:
             call = self._call(self._resolve(frame))
+        except Refusal as refused:
+            self.pending = None
+            return Reply("refuse", refused.text)
         except Question as question:
             self.pending = question.frame
             example = texts.EXAMPLE_OF.get(question.frame.intent)
@@ -132,9 +156,12 @@ class Interpreter:
             return Reply("refuse", texts.EVERYTHING)
         if r.refusal == "new_cluster":
             return Reply("refuse", texts.NEW_CLUSTER)
-        if r.refusal == "tier_change":
-            what = r.pool_typed or (r.pools[0] if r.pools else "the pool")
-            return Reply("refuse", texts.tier_change(what, r.size or "another tier"))
+        if (
+            r.intent == "replace"
+            and re.search(r"\b(?:reboot|restart)\b", r.text)
+            and not re.search(r"\b(?:replace|recycle)\b", r.text)
+        ):
+            return Reply("clarify", texts.REBOOT)
         numbers = [n for n in (r.count, r.low, r.high) if n is not None]
         if r.intent in {"scale", "autoscale_on", "autoscale_off", "add"} and any(n > MAX_COUNT for n in numbers):
             return Reply("refuse", texts.too_many(max(numbers), MAX_COUNT))
@@ -229,11 +256,22 @@ class Interpreter:
         where = {"cluster": c}
         if f.intent == "scale":
             count = f.count
-            if f.delta is not None and (count is None or f.count == abs(f.delta)):
-                info = self.world.pool(c or "", p or "")
-                if info is None or info.count is None:
-                    raise Question(f"How many nodes should pool {p} on {c} have in all?", replace(f, delta=None))
-                count = max(0, info.count + f.delta)
+            info = self.world.pool(c or "", p or "")
+            relative = f.factor is not None or (f.delta is not None and (count is None or f.count == abs(f.delta)))
+            if relative:
+                if info is None or info.count is None or info.auto_scale:
+                    why = (
+                        f" It autoscales between {info.min_nodes} and {info.max_nodes}, so it has no fixed count to change."
+                        if info and info.auto_scale
+                        else ""
+                    )
+                    raise Question(
+                        f"How many nodes should pool {p} on {c} have in all?{why} Or give new bounds (for example: let {p} autoscale between 2 and 6).",
+                        replace(f, delta=None, factor=None),
+                    )
+                count = round(info.count * f.factor) if f.factor is not None else info.count + (f.delta or 0)
+                if count < 0 or (count == 0 and not info.auto_scale):
+                    raise Refusal(texts.below_one(p or "", c or "", info.count, count))
             if count is None:
                 now = self.world.pool(c or "", p or "")
                 has = f" (it has {now.count} now)" if now is not None and now.count is not None else ""
@@ -241,9 +279,22 @@ class Interpreter:
                     f"How many nodes should pool {p} on {c} have{has}? Say a number from 0 to {MAX_COUNT}.", f
                 )
             if count > MAX_COUNT:
-                raise Question(texts.too_many(count, MAX_COUNT), replace(f, count=None, delta=None))
-            return ToolCall("scale_node_pool", {**where, "pool": p, "count": count})
+                raise Refusal(texts.too_many(count, MAX_COUNT))
+            before = (info.count, count) if relative and info is not None and info.count is not None else None
+            return ToolCall("scale_node_pool", {**where, "pool": p, "count": count}, relative=before)
         if f.intent == "autoscale_on":
+            info = self.world.pool(c or "", p or "")
+            if info is not None and info.auto_scale:  # "raise the floor to 2": the other bound stays
+                f = replace(
+                    f,
+                    low=f.low if f.low is not None else info.min_nodes,
+                    high=f.high if f.high is not None else info.max_nodes,
+                )
+            if f.low is not None and f.high is not None and f.low > f.high:
+                raise Question(
+                    f"The lower bound {f.low} is above the upper bound {f.high} (R-PATCH-04): which bounds do you mean, for example between {f.high} and {f.low}?",
+                    replace(f, low=None, high=None),
+                )
             if f.high is None:
                 raise Question(
                     f"Between how many nodes should {p} on {c} autoscale? Door needs an upper bound (R-PATCH-05): "
@@ -254,6 +305,9 @@ class Interpreter:
             return ToolCall("scale_node_pool", {**where, "pool": p, "auto_scale": True, **bounds, "max_nodes": f.high})
         if f.intent == "autoscale_off":
             keep = {"count": f.count} if f.count is not None else {}
+            info = self.world.pool(c or "", p or "")
+            if info is not None and info.auto_scale and f.count is None and info.count is not None:
+                keep = {"count": info.count}  # R-PATCH-06: turning autoscaling off keeps the count
             return ToolCall("scale_node_pool", {**where, "pool": p, "auto_scale": False, **keep})
         if f.intent == "add":
             if f.name is None:
@@ -265,18 +319,53 @@ class Interpreter:
                     f,
                 )
             nodes = {"count": f.count} if f.count is not None else {}
-            return ToolCall("add_node_pool", {**where, "name": f.name, "size": f.size, **nodes})
+            if f.start is not None:
+                nodes = {"count": f.start}
+            if f.auto or (f.auto is None and f.high is not None and f.count is None):
+                if f.high is None:
+                    raise Question(
+                        f"Between how many nodes should the new pool {f.name} autoscale (for example: between 1 and 4)?",
+                        f,
+                    )
+                nodes = {
+                    **nodes,
+                    "auto_scale": True,
+                    "min_nodes": f.low if f.low is not None else 1,
+                    "max_nodes": f.high,
+                }
+            labels = {"labels": f.labels} if f.labels else {}
+            if f.name in self.world.pools(c):
+                raise Question(
+                    f"Pool {f.name} already exists on {c} (R-ADD-02): what should the new pool be called?",
+                    replace(f, name=None),
+                )
+            return ToolCall("add_node_pool", {**where, "name": f.name, "size": f.size, **nodes, **labels})
         if f.intent == "remove":
+            if p in self.world.pools(c) and len(self.world.pools(c)) == 1:
+                raise Refusal(texts.last_pool(p or "", c or ""))
             return ToolCall("remove_node_pool", {**where, "pool": p})
+        if f.intent == "tier":
+            if f.size is None:
+                tiers = texts.one_of(tuple(self.world.tiers)) if self.world.tiers else "one of 'list machine tiers'"
+                raise Question(f"Which machine tier should pool {p} on {c} move to: {tiers}?", f)
+            keep = {"keep_name": True} if f.keep_name else {}
+            return ToolCall("change_pool_tier", {**where, "pool": p, "size": f.size, **keep})
         if f.intent == "replace":
             if f.node is None:
                 raise Question(f"Which node on {c}? Give its full name, as 'list nodes on {c}' shows it.", f)
             return ToolCall("replace_node", {**where, "node_name": f.node})
         if f.intent == "relabel":
+            pool_info = self.world.pool(c or "", p or "")
+            current = dict(pool_info.labels or {}) if pool_info else {}
+            if f.label_mode in ("clear", "drop"):
+                kept = {k: v for k, v in current.items() if k not in f.drop_keys} if f.label_mode == "drop" else {}
+                return ToolCall("relabel_node_pool", {**where, "pool": p, "labels": kept})
             if not f.labels and not f.tags:
                 raise Question(f"Which labels (or tags) should pool {p} on {c} get? Write them as key=value.", f)
-            key = "labels" if f.labels else "tags"
-            return ToolCall("relabel_node_pool", {**where, "pool": p, key: f.labels or f.tags})
+            if f.labels:
+                merged = {**current, **f.labels} if f.label_mode == "add" else f.labels
+                return ToolCall("relabel_node_pool", {**where, "pool": p, "labels": merged})
+            return ToolCall("relabel_node_pool", {**where, "pool": p, "tags": f.tags})
         return self._read(f)
 
     def _read(self, f: Frame) -> ToolCall:

@@ -25,6 +25,17 @@ class PoolInfo:
     auto_scale: bool = False
     min_nodes: int | None = None
     max_nodes: int | None = None
+    size: str | None = None
+    labels: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class TierInfo:
+    """One machine tier of the catalog, enough to read "the one with 16 GiB"."""
+
+    vcpu: float | None = None
+    memory_gib: float | None = None
+    price_per_hour: float | None = None
 
 
 @dataclass(frozen=True)
@@ -33,17 +44,36 @@ class World:
 
     clusters: Mapping[str, Mapping[str, PoolInfo]] = field(default_factory=dict)
     nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    ids: Mapping[str, str] = field(default_factory=dict)  # cluster id -> its name
+    tiers: Mapping[str, TierInfo] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> World:
-        """``{"clusters": {name: {"pools": {pool: {"count": 2, ...}}, "nodes": [...]}}}``."""
+        """``{"clusters": {name: {"id": ..., "pools": {pool: {"count": 2, "size": ..., ...}}, "nodes": [...]}},
+        "tiers": {id: {"vcpu": 2, "memory_gib": 4, "price_per_hour": 0.085, ...}}}``; every key but a
+        pool's name is optional, and keys the interpreter does not use (``disk_gb``) are skipped."""
         clusters: dict[str, dict[str, PoolInfo]] = {}
         nodes: dict[str, tuple[str, ...]] = {}
+        ids: dict[str, str] = {}
+        pool_keys = set(PoolInfo.__dataclass_fields__)
         for name, cluster in (data.get("clusters") or {}).items():
-            clusters[name] = {pool: PoolInfo(**info) for pool, info in (cluster.get("pools") or {}).items()}
+            pools = cluster.get("pools") or {}
+            clusters[name] = {p: PoolInfo(**{k: v for k, v in i.items() if k in pool_keys}) for p, i in pools.items()}
             if cluster.get("nodes"):
                 nodes[name] = tuple(cluster["nodes"])
-        return cls(clusters, nodes)
+            if cluster.get("id"):
+                ids[str(cluster["id"]).lower()] = name
+        tier_keys = set(TierInfo.__dataclass_fields__)
+        tiers = {
+            t: TierInfo(**{k: v for k, v in (info or {}).items() if k in tier_keys})
+            for t, info in (data.get("tiers") or {}).items()
+        }
+        return cls(clusters, nodes, ids, tiers)
+
+    def all_nodes(self, cluster: str | None = None) -> tuple[str, ...]:
+        if cluster is not None:
+            return tuple(self.nodes.get(cluster, ()))
+        return tuple(n for names in self.nodes.values() for n in names)
 
     def pools(self, cluster: str | None = None) -> tuple[str, ...]:
         if cluster is not None:

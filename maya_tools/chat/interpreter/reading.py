@@ -8,7 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from maya_tools.chat.interpreter import safety
 from maya_tools.chat.interpreter.names import World, candidates
+from maya_tools.chat.interpreter.quantities import bounds, canonical_tiers, cluster_ids, fix_typos, relative
 from maya_tools.chat.interpreter.words import NAME, SIZE, UNITS, VOCABULARY, digits, normalize
 
 Intent = Literal[
@@ -26,6 +28,7 @@ Intent = Literal[
     "operations",
     "tiers",
     "card",
+    "tier",
 ]
 Refusal = Literal["approve", "everything", "cluster_delete", "new_cluster", "tier_change", "stray_answer"]
 
@@ -47,6 +50,7 @@ _STRAY = _rx(r"(?:y|yes|yep|yeah|yup|n|no|nope|nah|ok|okay|sure|go|do\s+it|go\s+
 _DESTROY = _rx(r"\b(?:remove|delete|destroy|drop|wipe|tear\s+(?:it\s+)?down|nuke|kill|decommission|get\s+rid\s+of)\b")
 _CLUSTER_KILL = _rx(r"\b(?:nuke|wipe|tear\s+(?:it\s+)?down|destroy|decommission)\b")
 _CREATE = _rx(r"\b(?:add|create|new|make|provision|spin\s+up|set\s+up|build)\b")
+_NEW_POOL = _rx(r"\b(?:new|second|another|extra|additional|separate)\s+(?:node\s*)?pool\b")
 _ELSEWHERE = _rx(
     r"\b(?:kubectl|helm|deployments?|dockerfile|docker|pods?|namespaces?|ingress|upgrade|kubernetes\s+version|"
     r"weather|joke|poem|time\s+is\s+it)\b"
@@ -83,6 +87,8 @@ _REFER_POOL = _rx(r"\b(?:it|that|this|the\s+same|same)\s+(?:node\s+)?pool\b|\bit
 _PAIR = re.compile(r"(?<![\w./-])([A-Za-z0-9][-A-Za-z0-9_./]*)\s*=\s*([-A-Za-z0-9_./]*)")
 _BOUND_KEYS = re.compile(r"\b(min|max|minimum|maximum|min_nodes|max_nodes|count|nodes)\s*[=:]\s*(\d+)", re.IGNORECASE)
 _CARD = re.compile(r"\bcard_[A-Za-z0-9_-]+")
+_JSON_LABELS = re.compile(r"(?:labels?|tags?)?\s*:?\s*\{([^{}]*)\}")
+_JSON_PAIR = re.compile(r"[\"']?([A-Za-z0-9_./-]+)[\"']?\s*:\s*[\"']?([A-Za-z0-9_./-]*)[\"']?")
 
 
 @dataclass
@@ -111,6 +117,15 @@ class Reading:
     refers_pool: bool = False
     weak: bool = False  # the intent comes from the parts alone (no verb): an answer may complete another request
     numbers: list[int] = field(default_factory=list)
+    factor: float | None = None  # "double": the count times this
+    start: int | None = None  # a starting count said with bounds ("start at 3")
+    auto: bool | None = None  # a new pool's autoscaling, when the words say
+    keep_name: bool = False
+    label_mode: Literal["set", "add", "drop", "clear"] = "set"
+    drop_keys: tuple[str, ...] = ()
+    question: bool = False  # the sentence asks and holds no imperative change (safety property 1)
+    follow_up: bool = False  # "and on staging?", "what about general"
+    blind: bool = False  # the server listed nothing: names pass as typed
 
     @property
     def has_parts(self) -> bool:
@@ -132,27 +147,85 @@ def read(request: str, world: World) -> Reading:
     """Every part of ``request`` that can be found, with names matched against ``world``."""
     said = normalize(request)
     said = _BOUND_KEYS.sub(r"\1 \2", said)
-    pairs = {k: v for k, v in _PAIR.findall(said)}
+    said = _JSON_LABELS.sub(lambda m: " " + " ".join(f"{k}={v}" for k, v in _JSON_PAIR.findall(m[1])) + " ", said)
+    said = re.sub(r"(?<=[A-Za-z0-9_])\s*:\s+(?=[A-Za-z0-9_.-]+(?:\s*,|\s*$))", "=", said)  # "owner: alice"
+    said = re.sub(r"[,;]\s*(?=[A-Za-z0-9_.-]+=)", " ", said)
+    pairs = {k.lower(): v for k, v in _PAIR.findall(said)}
     card = _CARD.search(said)
     masked = _PAIR.sub(lambda m: f"{m[1]}=", said)  # a value never reads as a request (label smuggling)
-    text = digits(masked.lower())
+    text = cluster_ids(masked.lower(), world)
+    text = canonical_tiers(text, world)
+    text = fix_typos(text, [*world.clusters, *world.pools(), *world.all_nodes()])
+    text = digits(text)
+    for key, slot in (("name", "name"), ("size", "size"), ("count", "count")):
+        if pairs.get(key):
+            text += f" {slot}:{pairs.pop(key).lower()}"
     r = Reading(text=text, card=card[0] if card else None)
+    r.question = safety.asks(request) and not safety.imperative(request)
+    r.follow_up = bool(re.match(r"\s*(?:and|what\s+about|how\s+about|same\s+for)\b", request.lower()))
+    r.blind = not world.clusters
     r.numbers = [int(n) for n in re.findall(r"(?<![\w.=-])(\d+)(?![\w.-]*[a-z])", text)]
     size = re.search(rf"(?<![\w.-])({SIZE})(?![\w.-])", text)
     r.size = size[1] if size else None
+    if m := re.search(r"\bname:(\S+)", text):
+        r.name = m[1]
+    if m := re.search(r"\bsize:(\S+)", text):
+        r.size = r.size or canonical_tiers(m[1], world)
     _names(r, world)
     _numbers(r)
+    rel = relative(text)
+    r.factor = rel.factor
+    if rel.delta is not None:
+        r.delta = rel.delta
+        if r.count == abs(rel.delta):
+            r.count = None
+    b = bounds(text)
+    r.low = b.low if b.low is not None else r.low
+    r.high = b.high if b.high is not None else r.high
+    r.start = b.start
+    if r.start is not None and r.count == r.start:
+        r.count = None
+    if m := re.search(r"\bcount:(\d+)", text):
+        r.count = int(m[1])
+    r.keep_name = bool(
+        re.search(r"\b(?:keep(?:ing)?|same|old|retain(?:ing)?)\s+(?:the\s+)?(?:old\s+|same\s+)?name\b", text)
+    )
     r.refusal = _refusal(r, text)
     r.elsewhere = bool(_ELSEWHERE.search(text))
     r.intent = _intent(r, text, pairs)
     if r.intent == "list_nodes" and r.pool_typed in {"workers", "nodes", "machines"} and "pool" not in text:
         r.pool_typed = None  # "show workers in payments-prod": workers are nodes here
+    if r.intent == "add":
+        r.labels = {k: v for k, v in pairs.items() if k not in ("name", "size", "count")} or None
+        if r.auto and r.count in (r.low, r.high) and not re.search(rf"\b{r.count}\s+{UNITS}", text):
+            r.count = None
     if r.intent == "relabel":
+        _label_mode(r, text, pairs)
         if _TAG.search(text) and not _LABEL.search(text):
             r.tags = pairs
         else:
             r.labels = pairs
     return r
+
+
+def _label_mode(r: Reading, text: str, pairs: dict[str, str]) -> None:
+    """Whether labels replace the map (the default), join it ("add label"), or leave it ("drop", "clear")."""
+    if (
+        re.search(
+            r"\b(?:remove|drop|delete|clear|strip|wipe)\s+(?:all\s+)?(?:the\s+|of\s+the\s+)?(?:labels|tags)\b", text
+        )
+        and not pairs
+    ):
+        r.label_mode = "clear"
+    elif m := re.search(r"\b(?:remove|drop|delete|strip)\s+(?:the\s+)?([a-z0-9_./-]+)\s+(?:label|tag)\b", text):
+        r.label_mode, r.drop_keys = "drop", (m[1],)
+    elif re.search(r"\b(?:add|also|plus|another|extra|too|as\s+well|keep)\b", text) and pairs:
+        r.label_mode = "add"
+    elif m := re.search(
+        r"\b(?:change|set|update|switch)\s+(?:the\s+)?([a-z0-9_./-]+)\s+(?:label|tag)\b.*?\bto\s+([a-z0-9_./-]+)", text
+    ):
+        r.label_mode = "add"
+        pairs[m[1]] = m[2]
 
 
 def _refusal(r: Reading, text: str) -> Refusal | None:
@@ -161,8 +234,6 @@ def _refusal(r: Reading, text: str) -> Refusal | None:
     if _APPROVE.search(text) or _BYPASS.search(text):
         return "approve"
     words = set(re.findall(r"[a-z0-9][-a-z0-9_.]*", text))
-    if r.size and _TIER_VERB.search(text) and not _CREATE.search(text) and not r.card:
-        return "tier_change"
     if _CREATE.search(text) and re.search(r"\bcluster\b", text) and not _POOLS.search(text):
         return "new_cluster"
     if _DESTROY.search(text):
@@ -178,10 +249,55 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
     has_pool = bool(r.pools or r.pool_typed or r.refers_pool)
     if r.card:
         return "card"
-    if re.search(r"\b(?:kubectl|helm|deployments?|dockerfile|pods?)\b", text):
+    if re.search(r"\b(?:kubectl|helm|deployments?|dockerfile|pods?|deploy|bill|billing|invoice)\b", text):
         return None
-    if _AUTOSCALE.search(text):
-        return "autoscale_off" if _OFF.search(text) else "autoscale_on"
+    if r.question:
+        return None if _ELSEWHERE.search(text) else _question(r, text)
+    new_pool = _NEW_POOL.search(text) or (
+        _CREATE.search(text)
+        and (
+            re.search(r"\b(?:new|another|second|extra)\s+(?:node\s*)?pool|\bnodepool\b|\bpool\b", text)
+            or re.search(r"\b(?:call\s+it|named|called)\b", text)
+            or r.name
+        )
+    )
+    if (
+        (new_pool or re.search(r"\bcall\s+it\b", text))
+        and not _ADD_MORE.search(text)
+        and not (r.pools and not r.name and not re.search(r"\bnew\b", text))
+    ):
+        r.auto = True if _AUTOSCALE.search(text) and not _OFF.search(text) else None
+        if r.auto is None and (r.low is not None and r.high is not None) and r.name:
+            r.auto = True
+        return "add"
+    if r.size and (has_pool or r.pools) and _TIER_VERB.search(text):
+        return "tier"
+    if (
+        re.search(
+            r"\b(?:bigger|smaller|larger|beefier|more\s+powerful)\s+(?:machines|nodes|instances|tier|vms|boxes)\b", text
+        )
+        and has_pool
+    ):
+        return "tier"
+    if _AUTOSCALE.search(text) or re.search(r"\bfixed\b", text):
+        off = _OFF.search(text) or re.search(r"\b(?:don'?t|do\s+not|never|no)\s+(?:\w+\s+)?auto", text)
+        if re.search(r"\bfixed\b", text) and not _AUTOSCALE.search(text):
+            return "autoscale_off" if r.count is not None else None
+        return "autoscale_off" if off else "autoscale_on"
+    if (
+        (r.low is not None or r.high is not None)
+        and has_pool
+        and re.search(
+            r"\b(?:below|above|floor|ceiling|cap|min|max|minimum|maximum|between|at\s+least|at\s+most|up\s+to)\b", text
+        )
+        and (
+            (r.low is not None and r.high is not None)
+            or re.search(r"\b(?:floor|ceiling|cap|min|max|minimum|maximum)\b", text)
+        )
+    ):
+        return "autoscale_on"
+    if r.factor is not None and (has_pool or r.clusters):
+        return "scale"
     if pairs and (_LABEL.search(text) or _TAG.search(text) or has_pool):
         return "relabel"
     if r.node and (_REPLACE.search(text) or _DESTROY.search(text) or not _CREATE.search(text)):
@@ -196,7 +312,7 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return "replace"
     if _ELSEWHERE.search(text):
         return None
-    question = bool(_QUESTION.search(text)) or text.endswith("?")
+    question = bool(_QUESTION.search(text)) or text.endswith("?") or r.question
     if _OPS.search(text) and (question or not r.numbers):
         return "operations"
     if r.size and (_PRICE.search(text) or _TIERS.search(text)):
@@ -262,10 +378,10 @@ def _numbers(r: Reading) -> None:
 def _names(r: Reading, world: World) -> None:
     """Clusters, pools, a node and a new pool's name: explicit forms first, then any word the server lists."""
     t = r.text
-    if m := re.search(rf"\b(?:named|called)\s+({NAME})", t):
-        r.name = m[1]
-    for m in re.finditer(rf"\b(?:node\s*)?pool\s+(?:named\s+|called\s+)?({NAME})", t):
-        if _CREATE.search(t) and m[1] not in VOCABULARY and not re.fullmatch(SIZE, m[1]):
+    if m := re.search(rf"\b(?:named|called|call\s+it|name)\s+({NAME})\b(?!\s*=)", t):
+        r.name = m[1] if m[1] not in VOCABULARY else None
+    for m in re.finditer(rf"\b(?:node\s*)?pool\s*:?\s+(?:named\s+|called\s+)?({NAME})", t):
+        if (_CREATE.search(t) or _NEW_POOL.search(t)) and m[1] not in VOCABULARY and not re.fullmatch(SIZE, m[1]):
             r.name = r.name or m[1]
             break
     words = [w.strip(".-_") for w in re.findall(r"[a-z0-9][a-z0-9_.\-]*", t)]
@@ -328,7 +444,7 @@ def _names(r: Reading, world: World) -> None:
             rf"\b({NAME})\s+cluster\b",
             rf"^({NAME})\s*:",
             rf"\b(?:{NAME})\s+(?:on|in|from|of|at)\s+(?:the\s+)?({NAME})",
-            rf"\b(?:on|in|from|of|at|for|to)\s+(?:the\s+)?({NAME})(?!\s+(?:node\s*)?pool)",
+            rf"\b(?:on|in|from|of|at|for|to)\s+(?:the\s+)?({NAME})\b(?!\s+(?:node\s*)?pool)",
             rf"\b(?:does|do|has|is)\s+({NAME})\s+have\b",
         )
     if not r.pools:
@@ -357,4 +473,37 @@ def _first(text: str, ok: Callable[[str], bool], *patterns: str) -> str | None:
         for m in re.finditer(pattern, text):
             if ok(m[1]) and not re.match(r"\.\w", text[m.end(1) :]):  # not the start of dks.m5.xlarge
                 return m[1]
+    return None
+
+
+_NODE_STATE = re.compile(r"\b(?:ready|healthy|up|running|alive|ok|okay|status|state|down|broken)\b")
+
+
+def _question(r: Reading, text: str) -> Intent | None:
+    """A sentence that asks and holds no imperative change gets a read, never a change (property 1).
+    A name the server does not list is not read as one here: "the meaning of life" names nothing."""
+    if r.follow_up and not re.search(r"\b(?:nodes?|pools?|tiers?)\b", text):
+        return None  # "and on staging?": the earlier request, somewhere else
+    tiers = re.search(
+        r"\b(?:gb|gib|ram|memory|vcpus?|cpus?|cores?|cheapest|cheaper|priciest|expensive|tiers?|sizes|"
+        r"machine\s+types?|instance\s+types?|flavou?rs?)\b|\d+\s*gb\b",
+        text,
+    )
+    if (tiers or (r.size and _PRICE.search(text))) and not r.pools:
+        return "tiers"
+    if re.search(
+        r"\b(?:finish(?:ed)?|done|complete[d]?|progress|operations?|last\s+change|still\s+running|happening)\b", text
+    ):
+        return "operations"
+    clusters = r.clusters or (r.cluster_typed if r.blind else None)
+    if r.node or _NODES.search(text) or re.search(r"\bhow\s+many\b", text):
+        return "list_nodes"
+    if r.pools or _AUTOSCALE.search(text) or (_POOLS.search(text) and clusters):
+        return "list_pools"
+    if _CLUSTERS.search(text) and not clusters:
+        return "list_clusters"
+    if clusters or (re.search(r"\bcluster\b", text) and r.cluster_typed):
+        return "get_cluster"
+    if _INFO.search(text) and (r.refers_cluster or re.search(r"\bit\b", text)):
+        return "get_cluster"
     return None

@@ -77,3 +77,55 @@ def too_many(count: int, limit: int) -> str:
 
 def one_of(names: tuple[str, ...]) -> str:
     return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
+
+
+def describe(call: object) -> str:
+    """A call in words, for "I read that as ..."."""
+    tool = getattr(call, "tool", "")
+    args: dict[str, object] = getattr(call, "arguments", {})
+    where = f" on {args.get('cluster')}" if args.get("cluster") else ""
+    if tool == "remove_node_pool":
+        return f"removing the whole pool {args.get('pool')}{where}"
+    if tool == "replace_node":
+        return f"replacing node {args.get('node_name')}{where}"
+    if tool == "scale_node_pool":
+        return f"a change of pool {args.get('pool')}{where}"
+    return f"{tool}{where}"
+
+
+def examples_for(cluster: str, pool: str) -> str:
+    """Two or three sentences that would work, with the names the person is talking about."""
+    on = f" on {cluster}" if cluster else ""
+    return (
+        f"Say, for example: 'scale {pool}{on} to 3', 'remove 1 node from {pool}{on}', or 'remove pool {pool}"
+        f" from {cluster or 'CLUSTER'}' if you mean the whole pool."
+    )
+
+
+REBOOT = (
+    "I cannot reboot or restart a node; I can replace it (Door drains it and adds a fresh one, the pool "
+    "keeps its count, R-RNODE-02). Say, for example: 'replace node payments-prod-workers-abc12', or "
+    "'list nodes on payments-prod' to see them."
+)
+
+
+def below_one(pool: str, cluster: str, now: int | None, count: int) -> str:
+    return (
+        f"That would leave pool {pool} on {cluster} with {count} nodes (it has {now}); a pool without autoscaling "
+        f"keeps at least 1 (R-ADD-05, R-PATCH-06). Nothing was changed: say a count from 1, remove the pool "
+        f"('remove pool {pool} from {cluster}'), or turn autoscaling on with a floor of 0."
+    )
+
+
+def last_pool(pool: str, cluster: str) -> str:
+    return (
+        f"Pool {pool} is the last pool of {cluster}, and a cluster keeps at least one pool (R-DEL-01), so I "
+        f"will not remove it. Nothing was changed: add another pool first, or scale {pool} down instead."
+    )
+
+
+def replace_examples(node: str, cluster: str) -> str:
+    return (
+        f"Say 'replace node {node}' to drain it and add a fresh one (the pool keeps its count, R-RNODE-02), "
+        f"'list nodes on {cluster or 'CLUSTER'}' to see them, or 'scale POOL to N' to change the count."
+    )

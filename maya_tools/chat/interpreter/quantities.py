@@ -1,0 +1,162 @@
+"""Quantities and loose spellings: tiers written loosely, cluster ids, verbs one edit off, relative
+counts ("double", "+3", "another node", "one fewer") and autoscaling bounds in words ("never below
+3", "floor of 2", "start at 3"). Each turns the words into the plain form the reader expects."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from maya_tools.chat.interpreter.names import World
+from maya_tools.chat.interpreter.words import UNITS, VOCABULARY
+
+# "m5 large", "c5 2xl", "r5.xlarge", "dks c5 xl": the catalog's families and sizes
+_TIER = re.compile(r"\b(?:dks[\s.\-]?)?([cmr]\d)[\s.\-]?(2\s?xlarge|2\s?xl|xlarge|xl|large|lg)\b")
+_SIZE_WORD = {
+    "2xlarge": "2xlarge",
+    "2xl": "2xlarge",
+    "xlarge": "xlarge",
+    "xl": "xlarge",
+    "large": "large",
+    "lg": "large",
+}
+# Words a typo (one edit) is read as; names are matched against the world in ``names``.
+KNOWN_VERBS = (
+    "scale",
+    "double",
+    "triple",
+    "halve",
+    "recycle",
+    "replace",
+    "remove",
+    "delete",
+    "relabel",
+    "label",
+    "nodes",
+    "node",
+    "pool",
+    "pools",
+    "nodepool",
+    "autoscale",
+    "autoscaling",
+    "list",
+    "show",
+    "workers",
+    "cluster",
+    "clusters",
+    "machines",
+    "increase",
+    "decrease",
+    "reduce",
+    "create",
+    "change",
+    "switch",
+    "status",
+)
+_FACTORS = {"double": 2.0, "twice": 2.0, "triple": 3.0, "treble": 3.0, "quadruple": 4.0, "halve": 0.5, "half": 0.5}
+
+
+def one_edit(a: str, b: str) -> bool:
+    """``a`` is ``b`` with one letter added, dropped, changed, or two neighbours swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (
+            len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+        )
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
+
+
+def fix_typos(text: str, names: Iterable[str] = ()) -> str:
+    """Each word one edit from a known verb or object becomes it ("recyle" → "recycle", "nodse" → "nodes")."""
+    keep = set(VOCABULARY) | set(names)
+
+    def fix(m: re.Match[str]) -> str:
+        word = m[0]
+        if len(word) < 4 or word in keep or word in KNOWN_VERBS:
+            return word
+        for known in KNOWN_VERBS:
+            if one_edit(word, known):
+                return known
+        return word
+
+    return re.sub(r"(?<![\w.=-])[a-z]+(?![\w.=-])", fix, text)
+
+
+def canonical_tiers(text: str, world: World) -> str:
+    """Loose tier spellings as the catalog's ids (``dks.c5.2xlarge``); a family the catalog lacks stays."""
+
+    def tier(m: re.Match[str]) -> str:
+        name = f"dks.{m[1]}.{_SIZE_WORD[m[2].replace(' ', '')]}"
+        return name if not world.tiers or name in world.tiers else m[0]
+
+    return _TIER.sub(tier, text)
+
+
+def cluster_ids(text: str, world: World) -> str:
+    """A cluster's id, or a prefix of it of four hex digits or more ("3f9c…"), as the cluster's name."""
+
+    def name(m: re.Match[str]) -> str:
+        found = [n for i, n in world.ids.items() if i.startswith(m[1])]
+        return found[0] if len(found) == 1 else m[0]
+
+    return re.sub(r"\b([0-9a-f]{4}[0-9a-f\-]*)(?:…|\.\.\.)?", name, text)
+
+
+@dataclass
+class Relative:
+    """A count said relatively: ``delta`` nodes more (negative: fewer), or ``factor`` times the count."""
+
+    delta: int | None = None
+    factor: float | None = None
+
+
+def relative(text: str) -> Relative:
+    if m := re.search(r"\b(double|twice|triple|treble|quadruple|halve|half)\b", text):
+        return Relative(factor=_FACTORS[m[1]])
+    if re.search(r"\bin\s+(?:half|two)\b", text):
+        return Relative(factor=0.5)
+    if m := re.search(
+        r"(?:^|\s)\+\s?(\d+)\b|\bplus\s+(\d+)\b|\banother\s+(\d+)\b|\b(\d+)\s+(?:more|extra|additional)\b", text
+    ):
+        return Relative(delta=int(next(g for g in m.groups() if g)))
+    if m := re.search(rf"(?:^|\s)-\s?(\d+)\s+{UNITS}|\bminus\s+(\d+)\b|\b(\d+)\s+(?:fewer|less)\b", text):
+        return Relative(delta=-int(next(g for g in m.groups() if g)))
+    if re.search(rf"\b(?:another|one\s+more|an\s+extra|1\s+more)\b(?:\s+{UNITS})?", text):
+        return Relative(delta=1)
+    return Relative()
+
+
+@dataclass
+class Bounds:
+    low: int | None = None
+    high: int | None = None
+    start: int | None = None
+
+
+def bounds(text: str) -> Bounds:
+    """Autoscaling bounds said in words; ``start`` is a starting count ("start at 3")."""
+    b = Bounds()
+    low = re.search(
+        r"\b(?:never\s+(?:go\s+)?(?:below|under|less\s+than)|not?\s+(?:go\s+)?(?:below|under|fewer\s+than|less\s+than)|"
+        r"floor(?:\s+(?:of|at|to))?|min(?:imum)?(?:\s+(?:of|to|at|nodes|is))*|at\s+least|lower\s+bound(?:\s+of)?)\s*:?\s*(\d+)",
+        text,
+    )
+    high = re.search(
+        r"\b(?:never\s+(?:go\s+)?(?:above|over|more\s+than|exceed)|not?\s+(?:go\s+)?(?:above|over|more\s+than)|"
+        r"ceiling(?:\s+(?:of|at|to))?|cap(?:ped)?(?:\s+(?:of|at|to))?|max(?:imum)?(?:\s+(?:of|to|at|nodes|is))*|"
+        r"at\s+most|up\s+to|no\s+more\s+than|upper\s+bound(?:\s+of)?)\s*:?\s*(\d+)",
+        text,
+    )
+    if low:
+        b.low = int(low[1])
+    if high:
+        b.high = int(high[1])
+    if m := re.search(
+        r"\b(?:start(?:ing)?\s+(?:at|with|from)|initial(?:ly)?(?:\s+(?:at|count))?|begin\s+(?:at|with))\s+(\d+)", text
+    ):
+        b.start = int(m[1])
+    return b
