@@ -14,7 +14,7 @@ from typing import Any
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
 
-from maya_tools.chat.interpreter import Interpreter, PoolInfo, Reply, ToolCall, World
+from maya_tools.chat.interpreter import Interpreter, PoolInfo, Reply, TierInfo, ToolCall, World
 from maya_tools.chat.terminal import Terminal, call_line, short
 
 ACTIONS = {
@@ -23,6 +23,7 @@ ACTIONS = {
     "add_node_pool": "the new pool {target}",
     "remove_node_pool": "removing pool {target}",
     "replace_node": "replacing node {target}",
+    "change_pool_tier": "moving pool {target} to another tier",
 }
 
 # What follows an accepted change, by action: only changes of workers have workers to follow.
@@ -32,6 +33,7 @@ _FOLLOW = {
     "remove_node_pool": "The workers drain in the background",
     "replace_node": "The workers follow in the background",
     "relabel_node_pool": "Door applies it to the pool in the background (no worker is added or removed)",
+    "change_pool_tier": "The new pool's workers follow in the background, then the old pool drains",
 }
 
 
@@ -52,21 +54,50 @@ def _map(value: Any) -> str:
     return json.dumps(kept) + (f" (and {more} more)" if more else "")
 
 
+async def _read(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    return {} if result.is_error else dict(result.structured_content or {})
+
+
 async def read_world(client: Client) -> World:
-    """The clusters and pools the server lists (``list_clusters``, then ``get_cluster`` of each), the
-    names the interpreter matches requests against. A read that fails leaves that part out."""
-    listed = await client.call_tool("list_clusters", {})
+    """What the server lists, the names and counts the interpreter reads requests against:
+    ``list_clusters`` (names, ids), then per cluster ``list_node_pools`` (counts, bounds, tiers,
+    labels) and ``list_nodes``, and ``list_machine_tiers``. A read that fails leaves that part out,
+    so a relative count is asked about rather than guessed, and an unlisted node is never replaced."""
     clusters: dict[str, dict[str, PoolInfo]] = {}
-    for cluster in (listed.structured_content or {}).get("clusters", []) if not listed.is_error else []:
+    nodes: dict[str, tuple[str, ...]] = {}
+    ids: dict[str, str] = {}
+    for cluster in (await _read(client, "list_clusters", {})).get("clusters", []):
         name = str(cluster.get("name", ""))
-        read = await client.call_tool("get_cluster", {"cluster": name})
-        pools = (read.structured_content or {}).get("node_pools", []) if not read.is_error else []
+        if cluster.get("id"):
+            ids[str(cluster["id"]).lower()] = name
+        pools = (await _read(client, "list_node_pools", {"cluster": name})).get("items", [])
         clusters[name] = {
-            str(p["name"]): PoolInfo(p.get("count"), bool(p.get("auto_scale")), p.get("min_nodes"), p.get("max_nodes"))
+            str(p["name"]): PoolInfo(
+                p.get("count"),
+                bool(p.get("auto_scale")),
+                p.get("min_nodes"),
+                p.get("max_nodes"),
+                p.get("size"),
+                dict(p.get("labels") or {}),
+            )
             for p in pools
             if p.get("lifecycle", "active") == "active"
         }
-    return World(clusters)
+        listed = (await _read(client, "list_nodes", {"cluster": name})).get("items", [])
+        if listed:
+            nodes[name] = tuple(str(n["name"]) for n in listed)
+    catalog = (await _read(client, "list_machine_tiers", {})).get("items", [])
+    tiers = {str(t["id"]): TierInfo(t.get("vcpu"), t.get("memory_gib"), t.get("price_per_hour")) for t in catalog}
+    return World(clusters, nodes, ids, tiers)
+
+
+def said_back(call: ToolCall) -> str | None:
+    """A relative change in absolute numbers ("workers: 2 → 5"), said before the card is shown."""
+    if call.relative is None:
+        return None
+    before, after = call.relative
+    return f"maya › {short(call.arguments.get('pool'))}: {before} → {after}"
 
 
 class OfflineChat:
@@ -88,6 +119,8 @@ class OfflineChat:
         if isinstance(understood, Reply):
             self.terminal.line("maya › " + understood.text)
             return
+        if (back := said_back(understood)) is not None:
+            self.terminal.line(back)
         self.terminal.line(call_line(understood.tool, understood.arguments))
         self._stale = understood.tool in ACTIONS
         result = await self.client.call_tool(understood.tool, understood.arguments)

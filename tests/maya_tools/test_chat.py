@@ -568,7 +568,7 @@ async def test_offline_refusals_name_the_rule_and_the_fix(server: MCPServer[Any]
     assert await operations(door) == before
     assert "Nothing was changed. Refused before any change" in shown
     assert "R-PATCH-04" in shown and "Turn autoscaling on with bounds" in shown
-    assert "R-DEL-01" in shown and "Add a replacement pool first" in shown
+    assert "R-DEL-01" in shown and "add another pool first" in shown  # the interpreter knows it is the last one
 
 
 async def test_offline_declined_card_says_nothing_changed(server: MCPServer[Any], door: httpx2.AsyncClient) -> None:
@@ -581,18 +581,20 @@ async def test_offline_declined_card_says_nothing_changed(server: MCPServer[Any]
     assert "Nothing was changed: you declined the change to pool workers on payments-prod." in out.getvalue()
 
 
-async def test_offline_replacing_an_unlisted_node_does_not_say_it_is_being_replaced(
+async def test_offline_replacing_an_unlisted_node_makes_no_card_and_names_the_listed_ones(
     server: MCPServer[Any], door: httpx2.AsyncClient
 ) -> None:
-    """Door accepts an unknown node name and the replacement then fails (R-RNODE-04): the answer says so."""
+    """Door would accept an unknown node name and the replacement would then fail (R-RNODE-04): the
+    offline chat reads list_nodes first and never makes that card (issue 22, property 3)."""
     out = io.StringIO()
     terminal = Terminal(person("replace node nosuchnode on payments-prod", "y"), out)
+    before = await operations(door)
     async with Client(server, elicitation_callback=ApprovalPrompt(terminal)) as client:
         await repl(terminal, await open_session(client, terminal, anthropic_client=None, model="unused"))
     shown = out.getvalue()
-    assert "Done: you approved replacing node nosuchnode on payments-prod" in shown
-    assert "is being replaced" not in shown and "the pool keeps its count" not in shown
-    assert "the replacement will most likely fail and no worker changes (R-RNODE-04)" in shown
+    assert "There is no node nosuchnode on payments-prod (R-RNODE-04), so I changed nothing" in shown
+    assert DEMO_NODE_NAME in shown and "replace_node(" not in shown
+    assert await operations(door) == before
 
 
 async def test_offline_relabel_says_no_worker_changes_and_pools_list_their_labels_after_a_comma(

@@ -191,7 +191,8 @@ class Interpreter:
         if f.intent in _NO_CLUSTER:
             return f
         f = self._cluster(f)
-        if f.intent in _POOL_CHANGES or (f.intent == "list_nodes" and (f.pools or f.pool or f.refers_pool)):
+        named = f.pools or f.pool or f.refers_pool
+        if f.intent in _POOL_CHANGES or (f.intent in ("list_nodes", "list_pools") and named):
             f = self._pool(f)
         return f
 
@@ -377,7 +378,7 @@ class Interpreter:
         if f.intent == "card":
             return ToolCall("get_card", {"card_id": f.card})
         if f.intent == "list_pools":
-            return ToolCall("list_node_pools", where)
+            return ToolCall("list_node_pools", {**where, **({"pool": f.pool} if f.pool else {})})
         if f.intent == "list_nodes":
             return ToolCall("list_nodes", {**where, **({"pool": f.pool} if f.pool else {})})
         if f.intent == "operations":
