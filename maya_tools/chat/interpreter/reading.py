@@ -306,6 +306,8 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return "scale"
     if _CREATE.search(text) and (_POOLS.search(text) or r.size or r.name) and not _ELSEWHERE.search(text):
         return "add"
+    if r.delta is not None and re.search(rf"\b\d+\s+(?:more\s+)?{UNITS}\b(?!\s*-?pools?)", text):
+        return "scale"  # "drop one node from the workers pool": a count, never the pool (property 2)
     if _DESTROY.search(text) and (has_pool or _POOLS.search(text)):
         return "remove"
     if re.search(r"\bnodes?\b", text) and (_REPLACE.search(text) or _DESTROY.search(text)):

@@ -57,7 +57,7 @@ REPLACE_VERB = re.compile(
 )
 _COUNTED_NODES = re.compile(
     rf"\b(?:\d+|a|an|one|two|three|four|five|another|single|couple|few|some|extra|more)\s+(?:more\s+|extra\s+)?"
-    rf"{UNITS}\b|\b{UNITS}\s+(?:\d+|one)\b|\bnodes?\b"
+    rf"{UNITS}\b(?!\s*-?pools?)|\b{UNITS}\s+(?:\d+|one)\b|\bnodes?\b(?!\s*-?pools?)"
 )
 
 
@@ -113,7 +113,7 @@ def violations(
         pronoun = re.search(r"\b(?:it|that|this|the\s+same)(?:\s+(?:node\s*)?pool)?\b", after)
         said_before = _mentions(words, pool)
         pool_object = bool(pool) and (_mentions(after, pool) or ((answering or pronoun) and said_before))
-        counted = _COUNTED_NODES.search(words) and not re.search(r"\b(?:node\s*)?pools?\b", words)
+        counted = _COUNTED_NODES.search(words)  # "drop one node from the workers pool" is a count
         if not verb or not pool_object or counted:
             found.append("bigger")
     if tool == "replace_node" and not REPLACE_VERB.search(words):
