@@ -47,6 +47,7 @@ class Frame:
     keep_name: bool = False
     label_mode: str = "set"
     drop_keys: tuple[str, ...] = ()
+    bad_name: bool = False
 
 
 class Refusal(Exception):
@@ -90,6 +91,8 @@ def _from_reading(intent: Intent, r: Reading, base: Frame | None = None) -> Fram
         "start": r.start,
         "auto": r.auto,
     }
+    if r.name is not None:
+        f = replace(f, bad_name=r.bad_name)
     f = replace(f, keep_name=f.keep_name or r.keep_name)
     if r.labels is not None or r.tags is not None:
         f = replace(f, label_mode=r.label_mode, drop_keys=r.drop_keys)
@@ -171,6 +174,8 @@ class Interpreter:
         pending = self.pending
         if pending is not None and r.has_parts and (r.intent in (None, pending.intent) or r.weak):
             return _from_reading(pending.intent, r, pending)
+        if (follow := self._follow_up(r)) is not None:
+            return follow
         if r.intent is not None:
             return _from_reading(r.intent, r)
         if r.elsewhere or not r.has_parts:
@@ -183,6 +188,29 @@ class Interpreter:
             return _from_reading(self.last.intent, r, base)
         if r.clusters or r.cluster_typed:
             return _from_reading("get_cluster", r)
+        if r.pools:  # "we don't really use batch anymore": show it, change nothing
+            return _from_reading("list_pools", r)
+        return None
+
+    def _follow_up(self, r: Reading) -> Frame | None:
+        """A turn that changes the last request rather than making a new one: "make it r5 xlarge
+        instead", "make the max 8 instead", "sorry, I meant general", "ok add one more", "replace it"."""
+        last = self.last
+        if last is None or r.question:
+            return None
+        names = replace(last, clusters=(), pools=(), pool=None, cluster=None) if (r.pools or r.clusters) else last
+        if r.intent == "replace" and r.node is None and last.node:
+            return _from_reading("replace", r, replace(Frame("replace"), node=last.node, cluster=last.cluster))
+        if last.intent == "add" and r.correction and r.intent in (None, "tier", "scale", "autoscale_on", "add"):
+            return _from_reading("add", r, last)
+        bounds_only = (r.low is not None or r.high is not None) and not r.pools
+        if last.intent == "autoscale_on" and bounds_only and r.intent in (None, "scale", "autoscale_on"):
+            return _from_reading("autoscale_on", replace(r, count=None), last)
+        same = re.search(r"\b(?:same|too|as\s+well|likewise)\b", r.text)
+        if last.intent in _POOL_CHANGES and r.intent is None and (r.correction or same) and (r.pools or r.clusters):
+            return _from_reading(last.intent, r, names)
+        if r.intent in (None, "list_nodes", "list_pools") and r.delta is not None and last.pool and not r.pools:
+            return _from_reading("scale", r, replace(last, intent="scale", count=None, factor=None))
         return None
 
     # --- names ----------------------------------------------------------------------------------
@@ -281,6 +309,8 @@ class Interpreter:
                 )
             if count > MAX_COUNT:
                 raise Refusal(texts.too_many(count, MAX_COUNT))
+            if not relative and info is not None and info.auto_scale:
+                raise Question(texts.fixed_or_bounds(p or "", c or "", info.min_nodes, info.max_nodes, count), f)
             before = (info.count, count) if relative and info is not None and info.count is not None else None
             return ToolCall("scale_node_pool", {**where, "pool": p, "count": count}, relative=before)
         if f.intent == "autoscale_on":
@@ -295,6 +325,12 @@ class Interpreter:
                 raise Question(
                     f"The lower bound {f.low} is above the upper bound {f.high} (R-PATCH-04): which bounds do you mean, for example between {f.high} and {f.low}?",
                     replace(f, low=None, high=None),
+                )
+            if f.low is None and f.high is not None and info is not None and not info.auto_scale:
+                raise Question(
+                    f"From how many nodes should {p} on {c} autoscale up to {f.high}? It has {info.count} now; Door "
+                    "would start the floor at 1 (R-PATCH-05). Say, for example: between 2 and 10.",
+                    f,
                 )
             if f.high is None:
                 raise Question(
@@ -335,6 +371,10 @@ class Interpreter:
                     "max_nodes": f.high,
                 }
             labels = {"labels": f.labels} if f.labels else {}
+            if self.world.tiers and f.size not in self.world.tiers:
+                raise Question(texts.unknown_tier(f.size, tuple(self.world.tiers)), replace(f, size=None))
+            if f.bad_name:
+                raise Question(texts.bad_name(f.name), replace(f, name=None, bad_name=False))
             if f.name in self.world.pools(c):
                 raise Question(
                     f"Pool {f.name} already exists on {c} (R-ADD-02): what should the new pool be called?",
@@ -346,6 +386,8 @@ class Interpreter:
                 raise Refusal(texts.last_pool(p or "", c or ""))
             return ToolCall("remove_node_pool", {**where, "pool": p})
         if f.intent == "tier":
+            if f.size is not None and self.world.tiers and f.size not in self.world.tiers:
+                raise Question(texts.unknown_tier(f.size, tuple(self.world.tiers)), replace(f, size=None))
             if f.size is None:
                 tiers = texts.one_of(tuple(self.world.tiers)) if self.world.tiers else "one of 'list machine tiers'"
                 raise Question(f"Which machine tier should pool {p} on {c} move to: {tiers}?", f)

@@ -54,6 +54,8 @@ KNOWN_VERBS = (
     "switch",
     "status",
 )
+# English words one edit from a known one that mean something else ("stale" is not "scale")
+_REAL_WORDS = frozenset({"notes", "modes", "codes", "stale", "state", "lists", "posts", "nodal", "sale", "shown"})
 _FACTORS = {"double": 2.0, "twice": 2.0, "triple": 3.0, "treble": 3.0, "quadruple": 4.0, "halve": 0.5, "half": 0.5}
 
 
@@ -76,7 +78,7 @@ def fix_typos(text: str, names: Iterable[str] = ()) -> str:
 
     def fix(m: re.Match[str]) -> str:
         word = m[0]
-        if len(word) < 4 or word in keep or word in KNOWN_VERBS:
+        if len(word) < 5 or word in keep or word in KNOWN_VERBS or word in _REAL_WORDS:
             return word
         for known in KNOWN_VERBS:
             if one_edit(word, known):
@@ -130,6 +132,26 @@ def relative(text: str) -> Relative:
     return Relative()
 
 
+def tier_by_spec(text: str, world: World) -> str | None:
+    """The one catalog tier the words single out: "8 vcpu", "32 gb", "the most memory", "the cheapest"."""
+    tiers = world.tiers
+    if not tiers:
+        return None
+    if m := re.search(r"\b(\d+)\s*(?:vcpus?|cpus?|cores?)\b", text):
+        found = [t for t, i in tiers.items() if i.vcpu == int(m[1])]
+        return found[0] if len(found) == 1 else None
+    if m := re.search(r"\b(\d+)\s*(?:gb|gib|gigs?)\b", text):
+        found = [t for t, i in tiers.items() if i.memory_gib == int(m[1])]
+        return found[0] if len(found) == 1 else None
+    if re.search(r"\b(?:most|largest|biggest|max(?:imum)?)\s+(?:memory|ram)\b", text):
+        return max(tiers, key=lambda t: tiers[t].memory_gib or 0)
+    if re.search(r"\b(?:most|max(?:imum)?)\s+(?:vcpus?|cpus?|cores?)\b", text):
+        return max(tiers, key=lambda t: tiers[t].vcpu or 0)
+    if re.search(r"\bcheapest\b", text):
+        return min(tiers, key=lambda t: tiers[t].price_per_hour or 0)
+    return None
+
+
 @dataclass
 class Bounds:
     low: int | None = None
@@ -151,6 +173,16 @@ def bounds(text: str) -> Bounds:
         r"at\s+most|up\s+to|no\s+more\s+than|upper\s+bound(?:\s+of)?)\s*:?\s*(\d+)",
         text,
     )
+    moved = re.search(
+        r"\b(?:raise|lower|set|bump|move|drop|change|put)\s+the\s+(floor|ceiling|cap|min(?:imum)?|max(?:imum)?)\b.*?\bto\s+(\d+)",
+        text,
+    )
+    if moved:  # "raise the floor on batch to 2": one bound, the other stays as it is
+        if moved[1] in ("floor", "min", "minimum"):
+            b.low = int(moved[2])
+        else:
+            b.high = int(moved[2])
+        return b
     if low:
         b.low = int(low[1])
     if high:

@@ -4,14 +4,23 @@ bounds, tier, labels or tags. Nothing here decides what to do with a missing par
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from maya_tools.chat.interpreter import safety
-from maya_tools.chat.interpreter.names import World, candidates
-from maya_tools.chat.interpreter.quantities import bounds, canonical_tiers, cluster_ids, fix_typos, relative
-from maya_tools.chat.interpreter.words import NAME, SIZE, UNITS, VOCABULARY, digits, normalize
+from maya_tools.chat.interpreter.names import World
+from maya_tools.chat.interpreter.parts import CREATE as _CREATE
+from maya_tools.chat.interpreter.parts import NEW_POOL as _NEW_POOL
+from maya_tools.chat.interpreter.parts import find_names, find_numbers
+from maya_tools.chat.interpreter.quantities import (
+    bounds,
+    canonical_tiers,
+    cluster_ids,
+    fix_typos,
+    relative,
+    tier_by_spec,
+)
+from maya_tools.chat.interpreter.words import SIZE, UNITS, digits, normalize
 
 Intent = Literal[
     "scale",
@@ -49,13 +58,12 @@ _BYPASS = _rx(
 _STRAY = _rx(r"(?:y|yes|yep|yeah|yup|n|no|nope|nah|ok|okay|sure|go|do\s+it|go\s+ahead)")
 _DESTROY = _rx(r"\b(?:remove|delete|destroy|drop|wipe|tear\s+(?:it\s+)?down|nuke|kill|decommission|get\s+rid\s+of)\b")
 _CLUSTER_KILL = _rx(r"\b(?:nuke|wipe|tear\s+(?:it\s+)?down|destroy|decommission)\b")
-_CREATE = _rx(r"\b(?:add|create|new|make|provision|spin\s+up|set\s+up|build)\b")
-_NEW_POOL = _rx(r"\b(?:new|second|another|extra|additional|separate)\s+(?:node\s*)?pool\b")
 _ELSEWHERE = _rx(
-    r"\b(?:kubectl|helm|deployments?|dockerfile|docker|pods?|namespaces?|ingress|upgrade|kubernetes\s+version|"
-    r"weather|joke|poem|time\s+is\s+it)\b"
+    r"\b(?:kubectl|helm|deployments?|dockerfile|docker|pods?|namespaces?|ingress|kubernetes\s+version|"
+    r"upgrade\s+(?:the\s+)?(?:cluster|kubernetes|k8s|version)|weather|joke|poem|time\s+is\s+it|bill|invoices?|billing\s+(?:history|statement|report)|"
+    r"deploy|rollout|roll\s+out|kubernetes\s+v?\d[\d.]*|k8s\s+v?\d[\d.]*)\b"
 )
-_TIER_VERB = _rx(r"\b(?:change|switch|move|convert|migrate|upgrade|resize|set|turn)\b")
+_TIER_VERB = _rx(r"\b(?:change|switch|move|convert|migrate|upgrade|resize|set|turn|put|make)\b|->|=>")
 _AUTOSCALE = _rx(r"\bauto[\s-]?scal\w*")
 _OFF = _rx(r"\b(?:off|disable[ds]?|stop|deactivate|no\s+more|without|fixed\s+size|pin)\b")
 _LABEL = _rx(r"\b(?:re)?label(?:s|ed|led)?\b")
@@ -82,8 +90,6 @@ _INFO = _rx(
 )
 _CLUSTERS = _rx(r"\bclusters\b|\bany\s+cluster\b")
 _QUESTION = _rx(r"^(?:is|are|was|were|did|does|do|has|have|any|what|what's|whats|which|how|when|where|why)\b")
-_REFER_CLUSTER = _rx(r"\bthere\b|\b(?:that|this|the\s+same|same)\s+cluster\b")
-_REFER_POOL = _rx(r"\b(?:it|that|this|the\s+same|same)\s+(?:node\s+)?pool\b|\bit\b")
 _PAIR = re.compile(r"(?<![\w./-])([A-Za-z0-9][-A-Za-z0-9_./]*)\s*=\s*([-A-Za-z0-9_./]*)")
 _BOUND_KEYS = re.compile(r"\b(min|max|minimum|maximum|min_nodes|max_nodes|count|nodes)\s*[=:]\s*(\d+)", re.IGNORECASE)
 _CARD = re.compile(r"\bcard_[A-Za-z0-9_-]+")
@@ -125,6 +131,8 @@ class Reading:
     drop_keys: tuple[str, ...] = ()
     question: bool = False  # the sentence asks and holds no imperative change (safety property 1)
     follow_up: bool = False  # "and on staging?", "what about general"
+    bad_name: bool = False  # a new pool's name as typed is not a DNS label (R-ADD-01)
+    correction: bool = False  # "sorry, I meant general", "instead"
     blind: bool = False  # the server listed nothing: names pass as typed
 
     @property
@@ -164,6 +172,9 @@ def read(request: str, world: World) -> Reading:
     r.question = safety.asks(request) and not safety.imperative(request)
     r.follow_up = bool(re.match(r"\s*(?:and|what\s+about|how\s+about|same\s+for)\b", request.lower()))
     r.blind = not world.clusters
+    r.correction = bool(
+        re.search(r"\b(?:i\s+meant|meant|instead|rather|actually|make\s+it|no\s+wait)\b", request.lower())
+    )
     r.numbers = [int(n) for n in re.findall(r"(?<![\w.=-])(\d+)(?![\w.-]*[a-z])", text)]
     size = re.search(rf"(?<![\w.-])({SIZE})(?![\w.-])", text)
     r.size = size[1] if size else None
@@ -171,8 +182,8 @@ def read(request: str, world: World) -> Reading:
         r.name = m[1]
     if m := re.search(r"\bsize:(\S+)", text):
         r.size = r.size or canonical_tiers(m[1], world)
-    _names(r, world)
-    _numbers(r)
+    find_names(r, world)
+    find_numbers(r)
     rel = relative(text)
     r.factor = rel.factor
     if rel.delta is not None:
@@ -192,11 +203,17 @@ def read(request: str, world: World) -> Reading:
     )
     r.refusal = _refusal(r, text)
     r.elsewhere = bool(_ELSEWHERE.search(text))
+    r.size = r.size or tier_by_spec(text, world)
     r.intent = _intent(r, text, pairs)
+    if r.question and not r.blind:  # a question reads what the server lists, never a word it does not
+        r.cluster_typed = r.pool_typed = None
     if r.intent == "list_nodes" and r.pool_typed in {"workers", "nodes", "machines"} and "pool" not in text:
         r.pool_typed = None  # "show workers in payments-prod": workers are nodes here
     if r.intent == "add":
-        r.labels = {k: v for k, v in pairs.items() if k not in ("name", "size", "count")} or None
+        r.name = r.name or pairs.get("pool") or None
+        typed = re.search(re.escape(r.name or "-"), request, re.IGNORECASE) if r.name else None
+        r.bad_name = bool(typed and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", typed[0]))
+        r.labels = {k: v for k, v in pairs.items() if k not in ("name", "size", "count", "pool")} or None
         if r.auto and r.count in (r.low, r.high) and not re.search(rf"\b{r.count}\s+{UNITS}", text):
             r.count = None
     if r.intent == "relabel":
@@ -237,7 +254,7 @@ def _refusal(r: Reading, text: str) -> Refusal | None:
     if _CREATE.search(text) and re.search(r"\bcluster\b", text) and not _POOLS.search(text):
         return "new_cluster"
     if _DESTROY.search(text):
-        if words & {"everything", "all", "clusters", "anything"}:
+        if words & {"everything", "all", "clusters", "anything"} and not (_LABEL.search(text) or _TAG.search(text)):
             return "everything"
         target = r.pools or r.pool_typed or r.node
         if not target and (re.search(r"\bcluster\b", text) or (_CLUSTER_KILL.search(text) and r.clusters)):
@@ -249,7 +266,7 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
     has_pool = bool(r.pools or r.pool_typed or r.refers_pool)
     if r.card:
         return "card"
-    if re.search(r"\b(?:kubectl|helm|deployments?|dockerfile|pods?|deploy|bill|billing|invoice)\b", text):
+    if re.search(r"\b(?:kubectl|helm|deployments?|dockerfile|pods?|deploy|bill|invoices?)\b", text):
         return None
     if r.question:
         return None if _ELSEWHERE.search(text) else _question(r, text)
@@ -300,6 +317,8 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return "scale"
     if pairs and (_LABEL.search(text) or _TAG.search(text) or has_pool):
         return "relabel"
+    if (_LABEL.search(text) or _TAG.search(text)) and has_pool and not _CREATE.search(text):
+        return "relabel"  # "drop the team label from workers" changes labels, never the pool
     if r.node and (_REPLACE.search(text) or _DESTROY.search(text) or not _CREATE.search(text)):
         return "replace"
     if _ADD_MORE.search(text):
@@ -312,6 +331,8 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return "remove"
     if re.search(r"\bnodes?\b", text) and (_REPLACE.search(text) or _DESTROY.search(text)):
         return "replace"
+    if re.search(r"\b(?:replace|recycle)\b", text):
+        return "replace"  # "replace it", "replace the second one": which node is asked or known
     if _ELSEWHERE.search(text):
         return None
     question = bool(_QUESTION.search(text)) or text.endswith("?") or r.question
@@ -340,147 +361,6 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
     return None
 
 
-def _numbers(r: Reading) -> None:
-    t = r.text
-    for pattern in (
-        r"\bbetween\s+(\d+)\s+(?:and|to|-)\s+(\d+)",
-        r"\bfrom\s+(\d+)\s+(?:to|-|up\s+to)\s+(\d+)",
-        r"(?<![\w.-])(\d+)\s*(?:-|–|\.\.\.?|to)\s*(\d+)(?![\w.])",
-    ):
-        if m := re.search(pattern, t):
-            r.low, r.high = int(m[1]), int(m[2])
-            break
-    if r.low is None and (m := re.search(r"\b(?:min(?:imum)?|at\s+least|lower\s+bound)\s*(?:of\s+|is\s+)?(\d+)", t)):
-        r.low = int(m[1])
-    if r.high is None and (
-        m := re.search(
-            r"\b(?:max(?:imum)?|at\s+most|up\s+to|no\s+more\s+than|upper\s+bound)\s*(?:of\s+|is\s+)?(\d+)", t
-        )
-    ):
-        r.high = int(m[1])
-    if m := re.search(rf"\b(\d+)\s+(?:more|extra|additional)\b|\badd\s+(\d+)\s+{UNITS}", t):
-        r.delta = int(m[1] or m[2])
-    elif m := re.search(rf"\b(\d+)\s+(?:fewer|less)\b|\b(?:remove|drop)\s+(\d+)\s+{UNITS}", t):
-        r.delta = -int(m[1] or m[2])
-    elif m := re.search(r"\bby\s+(\d+)\b", t):
-        down = re.search(r"\b(?:down|decrease|shrink|reduce|lower|fewer|less|remove|cut)\b", t)
-        r.delta = -int(m[1]) if down else int(m[1])
-    for pattern in (
-        r"(?:\bto|\bat|->|=>|=|\bbe|\bmake\s+it|\bneed|\bwant|\bkeep\s+it\s+at|\bpin\s+it\s+at)\s+(\d+)\b(?!\s*-)",
-        rf"\b(\d+)\s+{UNITS}\b",
-    ):
-        if m := re.search(pattern, t):
-            r.count = int(m[1])
-            break
-    else:
-        if r.numbers and r.delta is None:
-            r.count = r.numbers[-1]
-
-
-def _names(r: Reading, world: World) -> None:
-    """Clusters, pools, a node and a new pool's name: explicit forms first, then any word the server lists."""
-    t = r.text
-    if m := re.search(rf"\b(?:named|called|call\s+it|name)\s+({NAME})\b(?!\s*=)", t):
-        r.name = m[1] if m[1] not in VOCABULARY else None
-    for m in re.finditer(rf"\b(?:node\s*)?pool\s*:?\s+(?:named\s+|called\s+)?({NAME})", t):
-        if (_CREATE.search(t) or _NEW_POOL.search(t)) and m[1] not in VOCABULARY and not re.fullmatch(SIZE, m[1]):
-            r.name = r.name or m[1]
-            break
-    words = [w.strip(".-_") for w in re.findall(r"[a-z0-9][a-z0-9_.\-]*", t)]
-    words = [w for w in words if w and not re.fullmatch(SIZE, w) and not w.startswith("card_")]
-    # "payments prod" for payments-prod
-    joined: list[str] = []
-    i = 0
-    while i < len(words):
-        if i + 1 < len(words) and f"{words[i]}-{words[i + 1]}" in world.clusters:
-            joined.append(f"{words[i]}-{words[i + 1]}")
-            i += 2
-        else:
-            joined.append(words[i])
-            i += 1
-    clusters: list[str] = []
-    pools: list[str] = []
-    explicit_pools: list[str] = []
-    for i, w in enumerate(joined):
-        before = joined[i - 1] if i else ""
-        after = joined[i + 1] if i + 1 < len(joined) else ""
-        if w == r.name and _CREATE.search(t):
-            continue
-        node_cluster = world.node_cluster(w)
-        if node_cluster is not None:
-            r.node = w
-            clusters.append(node_cluster)
-            continue
-        if before in {"node", "nodes"} and w not in VOCABULARY and not w.isdigit() and "-" in w:
-            r.node = w
-            continue
-        found = candidates(w, world.clusters)
-        if found:
-            clusters.extend(c for c in found if c not in clusters)
-            continue
-        found = candidates(w, world.pools())
-        if found:
-            is_unit = (
-                w in {"workers", "nodes", "machines"} and (before.isdigit() or before in _COUNTING) and after != "pool"
-            )
-            if not is_unit:
-                (explicit_pools if after == "pool" or before == "pool" else pools).extend(found)
-    r.clusters = tuple(dict.fromkeys(clusters))
-    r.pools = tuple(dict.fromkeys(explicit_pools or pools))
-
-    def free(word: str) -> bool:
-        return (
-            word not in VOCABULARY
-            and not word.isdigit()
-            and word != r.name
-            and not re.fullmatch(SIZE, word)
-            and word not in r.pools
-            and word not in world.pools()
-        )
-
-    if not r.clusters:
-        r.cluster_typed = _first(
-            t,
-            free,
-            rf"\bcluster\s+({NAME})",
-            rf"\b({NAME})\s+cluster\b",
-            rf"^({NAME})\s*:",
-            rf"\b(?:{NAME})\s+(?:on|in|from|of|at)\s+(?:the\s+)?({NAME})",
-            rf"\b(?:on|in|from|of|at|for|to)\s+(?:the\s+)?({NAME})\b(?!\s+(?:node\s*)?pool)",
-            rf"\b(?:does|do|has|is)\s+({NAME})\s+have\b",
-        )
-    if not r.pools:
-        r.pool_typed = _first(
-            t,
-            lambda w: free(w) and w != r.cluster_typed and w not in r.clusters,
-            rf"\b(?:node\s*)?pool\s+({NAME})",
-            rf"\b({NAME})\s+(?:node\s*)?pool\b",
-            rf"\b({NAME})\s+(?:on|in|from|of|at)\s+(?:the\s+)?(?:cluster\s+)?(?:{NAME})",
-            r"\b(?:scale|resize|bump|grow|shrink|remove|delete|drop|destroy|relabel|label|tag)\s+(?:up\s+|down\s+)?"
-            rf"(?:the\s+)?({NAME})\s+(?:on|in|from|of|at|to)\b",
-        )
-    m = None if r.node else re.search(rf"\bnodes?\s+({NAME})", t)
-    if m and m[1] not in VOCABULARY and not m[1].isdigit() and m[1] not in (r.pools + r.clusters):
-        r.node = m[1]
-    r.refers_cluster = bool(_REFER_CLUSTER.search(t))
-    r.refers_pool = bool(_REFER_POOL.search(t))
-
-
-_COUNTING = frozenset({"many", "more", "fewer", "few", "extra", "additional", "much"})
-
-
-def _first(text: str, ok: Callable[[str], bool], *patterns: str) -> str | None:
-    """The first word any of ``patterns`` captures (in the order given) that ``ok`` accepts."""
-    for pattern in patterns:
-        for m in re.finditer(pattern, text):
-            if ok(m[1]) and not re.match(r"\.\w", text[m.end(1) :]):  # not the start of dks.m5.xlarge
-                return m[1]
-    return None
-
-
-_NODE_STATE = re.compile(r"\b(?:ready|healthy|up|running|alive|ok|okay|status|state|down|broken)\b")
-
-
 def _question(r: Reading, text: str) -> Intent | None:
     """A sentence that asks and holds no imperative change gets a read, never a change (property 1).
     A name the server does not list is not read as one here: "the meaning of life" names nothing."""
@@ -498,6 +378,8 @@ def _question(r: Reading, text: str) -> Intent | None:
     ):
         return "operations"
     clusters = r.clusters or (r.cluster_typed if r.blind else None)
+    if r.pools and re.search(r"\b(?:size|tier|type|kind|flavou?r)\b", text):
+        return "list_pools"  # "what size machines is workers on"
     if r.node or _NODES.search(text) or re.search(r"\bhow\s+many\b", text):
         return "list_nodes"
     if r.pools or _AUTOSCALE.search(text) or (_POOLS.search(text) and clusters):

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from maya_tools.chat.interpreter.names import World
+from maya_tools.chat.interpreter.quantities import fix_typos
 from maya_tools.chat.interpreter.words import UNITS
 
 Property = Literal["question", "bigger", "unknown", "ambiguous"]
@@ -64,7 +65,7 @@ _COUNTED_NODES = re.compile(
 def plain(sentence: str) -> str:
     """The sentence as the checks read it: lowercase, single spaces, greetings off."""
     text = " ".join(sentence.lower().replace("’", "'").split())
-    return _GREETING.sub("", text)
+    return fix_typos(_GREETING.sub("", text))  # "recyle" is read as "recycle" here as by the reader
 
 
 def asks(sentence: str) -> bool:

@@ -129,3 +129,22 @@ def replace_examples(node: str, cluster: str) -> str:
         f"Say 'replace node {node}' to drain it and add a fresh one (the pool keeps its count, R-RNODE-02), "
         f"'list nodes on {cluster or 'CLUSTER'}' to see them, or 'scale POOL to N' to change the count."
     )
+
+
+def unknown_tier(size: str, tiers: tuple[str, ...]) -> str:
+    return f"There is no machine tier {size} in the catalog (R-ADD-03). Which one do you mean: {one_of(tiers)}?"
+
+
+def bad_name(name: str | None) -> str:
+    return (
+        f"A pool's name is a DNS label: lowercase letters, digits and '-', up to 63 characters (R-ADD-01), so "
+        f"'{name}' cannot be one. What should the new pool be called (for example: {str(name).lower().replace('_', '-')})?"
+    )
+
+
+def fixed_or_bounds(pool: str, cluster: str, low: int | None, high: int | None, count: int) -> str:
+    return (
+        f"Pool {pool} on {cluster} autoscales between {low} and {high}, so it has no fixed count. Do you mean "
+        f"'turn off autoscaling for {pool} at {count}' (a fixed {count}), or new bounds such as "
+        f"'let {pool} autoscale between {low} and {max(count, high or count)}'?"
+    )
