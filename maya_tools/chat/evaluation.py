@@ -126,6 +126,7 @@ PACKAGED: dict[str, float] = {
     "eval_cases.json": 1.0,
     "eval_heldout.json": HELDOUT_TARGET,
     "eval_dev_outsider.json": DEV_OUTSIDER_TARGET,
+    "eval_dev_tuner.json": 1.0,
 }
 
 

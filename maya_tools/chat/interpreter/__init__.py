@@ -2,17 +2,20 @@
 
 ``maya-tools chat --offline`` (and the chat without an ``ANTHROPIC_API_KEY``) uses it instead of a
 model. It maps a request to one maya-tools tool call, or to one specific question whose answer
-completes the request, or to a refusal, or to the list of what it can do. It never approves
-anything: a change it maps still makes a confirmation card that only the person answers
-(DESIGN.md "Approval: what must hold", 1).
+completes the request, or to a refusal, or to what it understood and sentences that would work.
+It never approves anything: a change it maps still makes a confirmation card that only the person
+answers (DESIGN.md "Approval: what must hold", 1).
 
 - ``words``: the request made plain (politeness, quotes, case; counts as digits or words).
-- ``names``: the clusters and pools the server lists (``World``), and what a word may name
-  (exact, a dash part such as "prod", or a typo; two candidates are asked about, never picked).
-- ``reading``: the parts of one request wherever they appear (intent and its synonyms, names,
-  count, bounds, tier, labels or tags) and the refusals (approval, clusters, tier changes).
-- ``dialogue``: the conversation: context for "it" / "that pool" / "the same cluster", the
-  question for a missing part, and its answer completing the request.
+- ``quantities``: loose tiers, cluster ids, typos of verbs, relative counts, bounds in words.
+- ``names``: what the server lists (``World``: clusters, ids, pools, nodes, tiers) and what a word
+  may name (exact, a dash part such as "prod", or a typo; two candidates are asked about).
+- ``parts`` / ``reading`` / ``sentence``: the parts of one request wherever they appear, and its
+  intent and refusals.
+- ``dialogue``: the conversation: context for "it" / "that pool" / follow-ups that correct the last
+  request, the question for a missing part, and its answer completing the request.
+- ``safety`` / ``guard``: issue 22's four properties, checked on every call last (``guard``) and by
+  the eval on any system's choices (``safety``).
 """
 
 from maya_tools.chat.interpreter.calls import Reply, ReplyKind, ToolCall

@@ -11,7 +11,8 @@ from maya_tools.chat.interpreter import texts
 from maya_tools.chat.interpreter.calls import Reply, ToolCall
 from maya_tools.chat.interpreter.guard import safety_guard
 from maya_tools.chat.interpreter.names import World
-from maya_tools.chat.interpreter.reading import Intent, Reading, read
+from maya_tools.chat.interpreter.reading import read
+from maya_tools.chat.interpreter.sentence import Intent, Reading
 from maya_tools.chat.interpreter.words import normalize
 
 MAX_COUNT = 200  # R-ADD-04 / R-PATCH-06
@@ -48,6 +49,7 @@ class Frame:
     label_mode: str = "set"
     drop_keys: tuple[str, ...] = ()
     bad_name: bool = False
+    soft_off: bool = False
 
 
 class Refusal(Exception):
@@ -93,6 +95,7 @@ def _from_reading(intent: Intent, r: Reading, base: Frame | None = None) -> Fram
     }
     if r.name is not None:
         f = replace(f, bad_name=r.bad_name)
+    f = replace(f, soft_off=r.soft_off)
     f = replace(f, keep_name=f.keep_name or r.keep_name)
     if r.labels is not None or r.tags is not None:
         f = replace(f, label_mode=r.label_mode, drop_keys=r.drop_keys)
@@ -110,7 +113,8 @@ class Interpreter:
         self.world = world or World()
         self.last: Frame | None = None
         self.pending: Frame | None = None
-        self.said: list[str] = []  # the sentences so far: a follow-up's verbs may be in an earlier one
+        self.said: list[str] = []
+        self.tiers_asked = ""  # the last question about tiers: "the cheapest of those" reads it  # the sentences so far: a follow-up's verbs may be in an earlier one
 
     def interpret(self, text: str) -> ToolCall | Reply:
         """Map one request to a tool call or a reply; every call passes the safety guard last."""
@@ -128,14 +132,16 @@ class Interpreter:
         said = normalize(text)
         if not said or _HELP.fullmatch(said):
             return Reply("help", texts.HELP)
-        r = read(text, self.world)
+        r = read(text, self.world, self.tiers_asked)
+        if r.intent == "tiers":
+            self.tiers_asked = r.text
         refusal = self._refusal(r)
         if refusal is not None:
             return refusal
         frame = self._frame(r)
         if frame is None:
             self.pending = None
-            return Reply("help", texts.NOT_UNDERSTOOD + texts.HELP)
+            return Reply("help", texts.not_understood(self._understood(r)) + texts.HELP)
         try:
             call = self._call(self._resolve(frame))
         except Refusal as refused:
@@ -191,6 +197,16 @@ class Interpreter:
         if r.pools:  # "we don't really use batch anymore": show it, change nothing
             return _from_reading("list_pools", r)
         return None
+
+    def _understood(self, r: Reading) -> tuple[str, str, str | None, list[str]]:
+        """What a request it cannot map did name: a cluster, a pool, and the parts, for the examples."""
+        cluster = (r.clusters or tuple(self.world.clusters) or ("payments-prod",))[0]
+        pool = (r.pools or self.world.pools(cluster) or ("workers",))[0]
+        parts = [f"cluster {c}" for c in r.clusters] + [f"pool {p}" for p in r.pools]
+        parts += [f"node {r.node}"] if r.node else []
+        parts += [f"the number {n}" for n in r.numbers[:2]]
+        parts += [f"tier {r.size}"] if r.size else []
+        return cluster, pool, r.node, parts
 
     def _follow_up(self, r: Reading) -> Frame | None:
         """A turn that changes the last request rather than making a new one: "make it r5 xlarge
@@ -343,6 +359,8 @@ class Interpreter:
         if f.intent == "autoscale_off":
             keep = {"count": f.count} if f.count is not None else {}
             info = self.world.pool(c or "", p or "")
+            if f.soft_off and info is not None and not info.auto_scale and f.count is not None:
+                return ToolCall("scale_node_pool", {**where, "pool": p, "count": f.count})
             if info is not None and info.auto_scale and f.count is None and info.count is not None:
                 keep = {"count": info.count}  # R-PATCH-06: turning autoscaling off keeps the count
             return ToolCall("scale_node_pool", {**where, "pool": p, "auto_scale": False, **keep})

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from maya_tools.chat.interpreter.names import World, candidates
+from maya_tools.chat.interpreter.sentence import Reading
 from maya_tools.chat.interpreter.words import NAME, SIZE, UNITS, VOCABULARY
-
-if TYPE_CHECKING:
-    from maya_tools.chat.interpreter.reading import Reading
 
 CREATE = re.compile(r"\b(?:add|create|new|make|provision|spin\s+up|set\s+up|build)\b")
 NEW_POOL = re.compile(r"\b(?:new|second|another|extra|additional|separate)\s+(?:node\s*)?pool\b")
@@ -133,7 +130,9 @@ def find_names(r: Reading, world: World) -> None:
             rf"\b({NAME})\s+cluster\b",
             rf"^({NAME})\s*:",
             rf"\b(?:{NAME})\s+(?:on|in|from|of|at)\s+(?:the\s+)?({NAME})",
-            rf"\b(?:on|in|from|of|at|for|to)\s+(?:the\s+)?({NAME})\b(?!\s+(?:node\s*)?pool)",
+            rf"\b(?:on|in|from|of|at|for)\s+(?:the\s+)?({NAME})\b(?!\s+(?:node\s*)?pool)",
+            # after "to" a word is more often a value ("to billing") than a cluster: only a dashed name
+            r"\bto\s+(?:the\s+)?([a-z0-9]+(?:-[a-z0-9]+)+)\b(?!\s+(?:node\s*)?pool)",
             rf"\b(?:does|do|has|is)\s+({NAME})\s+have\b",
         )
     if not r.pools:

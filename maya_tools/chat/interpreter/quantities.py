@@ -133,23 +133,25 @@ def relative(text: str) -> Relative:
 
 
 def tier_by_spec(text: str, world: World) -> str | None:
-    """The one catalog tier the words single out: "8 vcpu", "32 gb", "the most memory", "the cheapest"."""
-    tiers = world.tiers
+    """The one catalog tier the words single out: "8 vcpu", "32 gb", "the most memory", "the cheapest",
+    or both ("the cheapest with 16 gb")."""
+    tiers = dict(world.tiers)
     if not tiers:
         return None
+    narrowed = False
     if m := re.search(r"\b(\d+)\s*(?:vcpus?|cpus?|cores?)\b", text):
-        found = [t for t, i in tiers.items() if i.vcpu == int(m[1])]
-        return found[0] if len(found) == 1 else None
+        tiers, narrowed = {t: i for t, i in tiers.items() if i.vcpu == int(m[1])}, True
     if m := re.search(r"\b(\d+)\s*(?:gb|gib|gigs?)\b", text):
-        found = [t for t, i in tiers.items() if i.memory_gib == int(m[1])]
-        return found[0] if len(found) == 1 else None
+        tiers, narrowed = {t: i for t, i in tiers.items() if i.memory_gib == int(m[1])}, True
+    if not tiers:
+        return None
     if re.search(r"\b(?:most|largest|biggest|max(?:imum)?)\s+(?:memory|ram)\b", text):
         return max(tiers, key=lambda t: tiers[t].memory_gib or 0)
     if re.search(r"\b(?:most|max(?:imum)?)\s+(?:vcpus?|cpus?|cores?)\b", text):
         return max(tiers, key=lambda t: tiers[t].vcpu or 0)
     if re.search(r"\bcheapest\b", text):
         return min(tiers, key=lambda t: tiers[t].price_per_hour or 0)
-    return None
+    return next(iter(tiers)) if narrowed and len(tiers) == 1 else None
 
 
 @dataclass
@@ -163,7 +165,7 @@ def bounds(text: str) -> Bounds:
     """Autoscaling bounds said in words; ``start`` is a starting count ("start at 3")."""
     b = Bounds()
     low = re.search(
-        r"\b(?:never\s+(?:go\s+)?(?:below|under|less\s+than)|not?\s+(?:go\s+)?(?:below|under|fewer\s+than|less\s+than)|"
+        r"\b(?:never\s+(?:go\s+)?(?:below|under|less\s+than|fewer\s+than)|not?\s+(?:go\s+)?(?:below|under|fewer\s+than|less\s+than)|"
         r"floor(?:\s+(?:of|at|to))?|min(?:imum)?(?:\s+(?:of|to|at|nodes|is))*|at\s+least|lower\s+bound(?:\s+of)?)\s*:?\s*(\d+)",
         text,
     )

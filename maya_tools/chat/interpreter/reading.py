@@ -4,8 +4,6 @@ bounds, tier, labels or tags. Nothing here decides what to do with a missing par
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Literal
 
 from maya_tools.chat.interpreter import safety
 from maya_tools.chat.interpreter.names import World
@@ -20,26 +18,8 @@ from maya_tools.chat.interpreter.quantities import (
     relative,
     tier_by_spec,
 )
+from maya_tools.chat.interpreter.sentence import Intent, Reading, Refusal
 from maya_tools.chat.interpreter.words import SIZE, UNITS, digits, normalize
-
-Intent = Literal[
-    "scale",
-    "autoscale_on",
-    "autoscale_off",
-    "add",
-    "remove",
-    "replace",
-    "relabel",
-    "list_clusters",
-    "get_cluster",
-    "list_pools",
-    "list_nodes",
-    "operations",
-    "tiers",
-    "card",
-    "tier",
-]
-Refusal = Literal["approve", "everything", "cluster_delete", "new_cluster", "tier_change", "stray_answer"]
 
 
 def _rx(pattern: str) -> re.Pattern[str]:
@@ -97,61 +77,7 @@ _JSON_LABELS = re.compile(r"(?:labels?|tags?)?\s*:?\s*\{([^{}]*)\}")
 _JSON_PAIR = re.compile(r"[\"']?([A-Za-z0-9_./-]+)[\"']?\s*:\s*[\"']?([A-Za-z0-9_./-]*)[\"']?")
 
 
-@dataclass
-class Reading:
-    """The parts of one request. Names are lowercase; ``*_typed`` hold a name the server does not list."""
-
-    text: str
-    intent: Intent | None = None
-    refusal: Refusal | None = None
-    elsewhere: bool = False
-    clusters: tuple[str, ...] = ()
-    cluster_typed: str | None = None
-    pools: tuple[str, ...] = ()
-    pool_typed: str | None = None
-    node: str | None = None
-    name: str | None = None
-    size: str | None = None
-    count: int | None = None
-    delta: int | None = None
-    low: int | None = None
-    high: int | None = None
-    labels: dict[str, str] | None = None
-    tags: dict[str, str] | None = None
-    card: str | None = None
-    refers_cluster: bool = False
-    refers_pool: bool = False
-    weak: bool = False  # the intent comes from the parts alone (no verb): an answer may complete another request
-    numbers: list[int] = field(default_factory=list)
-    factor: float | None = None  # "double": the count times this
-    start: int | None = None  # a starting count said with bounds ("start at 3")
-    auto: bool | None = None  # a new pool's autoscaling, when the words say
-    keep_name: bool = False
-    label_mode: Literal["set", "add", "drop", "clear"] = "set"
-    drop_keys: tuple[str, ...] = ()
-    question: bool = False  # the sentence asks and holds no imperative change (safety property 1)
-    follow_up: bool = False  # "and on staging?", "what about general"
-    bad_name: bool = False  # a new pool's name as typed is not a DNS label (R-ADD-01)
-    correction: bool = False  # "sorry, I meant general", "instead"
-    blind: bool = False  # the server listed nothing: names pass as typed
-
-    @property
-    def has_parts(self) -> bool:
-        return bool(
-            self.clusters
-            or self.cluster_typed
-            or self.pools
-            or self.pool_typed
-            or self.node
-            or self.size
-            or self.numbers
-            or self.labels
-            or self.tags
-            or self.name
-        )
-
-
-def read(request: str, world: World) -> Reading:
+def read(request: str, world: World, context: str = "") -> Reading:
     """Every part of ``request`` that can be found, with names matched against ``world``."""
     said = normalize(request)
     said = _BOUND_KEYS.sub(r"\1 \2", said)
@@ -168,7 +94,7 @@ def read(request: str, world: World) -> Reading:
     for key, slot in (("name", "name"), ("size", "size"), ("count", "count")):
         if pairs.get(key):
             text += f" {slot}:{pairs.pop(key).lower()}"
-    r = Reading(text=text, card=card[0] if card else None)
+    r = Reading(text=text, card=card[0] if card else None, said=request.lower())
     r.question = safety.asks(request) and not safety.imperative(request)
     r.follow_up = bool(re.match(r"\s*(?:and|what\s+about|how\s+about|same\s+for)\b", request.lower()))
     r.blind = not world.clusters
@@ -203,7 +129,8 @@ def read(request: str, world: World) -> Reading:
     )
     r.refusal = _refusal(r, text)
     r.elsewhere = bool(_ELSEWHERE.search(text))
-    r.size = r.size or tier_by_spec(text, world)
+    of_those = re.search(r"\bof\s+(?:those|them|these)\b", text)  # the tiers an earlier question listed
+    r.size = r.size or tier_by_spec(f"{text} {context}" if of_those else text, world)
     r.intent = _intent(r, text, pairs)
     if r.question and not r.blind:  # a question reads what the server lists, never a word it does not
         r.cluster_typed = r.pool_typed = None
@@ -236,7 +163,7 @@ def _label_mode(r: Reading, text: str, pairs: dict[str, str]) -> None:
         r.label_mode = "clear"
     elif m := re.search(r"\b(?:remove|drop|delete|strip)\s+(?:the\s+)?([a-z0-9_./-]+)\s+(?:label|tag)\b", text):
         r.label_mode, r.drop_keys = "drop", (m[1],)
-    elif re.search(r"\b(?:add|also|plus|another|extra|too|as\s+well|keep)\b", text) and pairs:
+    elif re.search(r"\b(?:add|also|plus|another|extra|too|as\s+well|keep)\b", r.said) and pairs:
         r.label_mode = "add"
     elif m := re.search(
         r"\b(?:change|set|update|switch)\s+(?:the\s+)?([a-z0-9_./-]+)\s+(?:label|tag)\b.*?\bto\s+([a-z0-9_./-]+)", text
@@ -254,7 +181,10 @@ def _refusal(r: Reading, text: str) -> Refusal | None:
     if _CREATE.search(text) and re.search(r"\bcluster\b", text) and not _POOLS.search(text):
         return "new_cluster"
     if _DESTROY.search(text):
-        if words & {"everything", "all", "clusters", "anything"} and not (_LABEL.search(text) or _TAG.search(text)):
+        every = re.search(r"\b(?:every|each)\s+(?:node\s*)?pools?\b", text)
+        if (words & {"everything", "all", "clusters", "anything"} or every) and not (
+            _LABEL.search(text) or _TAG.search(text)
+        ):
             return "everything"
         target = r.pools or r.pool_typed or r.node
         if not target and (re.search(r"\bcluster\b", text) or (_CLUSTER_KILL.search(text) and r.clusters)):
@@ -299,13 +229,15 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
     if _AUTOSCALE.search(text) or re.search(r"\bfixed\b", text):
         off = _OFF.search(text) or re.search(r"\b(?:don'?t|do\s+not|never|no)\s+(?:\w+\s+)?auto", text)
         if re.search(r"\bfixed\b", text) and not _AUTOSCALE.search(text):
+            r.soft_off = True  # "fixed at 3": autoscaling off if the pool autoscales, else just the count
             return "autoscale_off" if r.count is not None else None
         return "autoscale_off" if off else "autoscale_on"
     if (
         (r.low is not None or r.high is not None)
         and has_pool
         and re.search(
-            r"\b(?:below|above|floor|ceiling|cap|min|max|minimum|maximum|between|at\s+least|at\s+most|up\s+to)\b", text
+            r"\b(?:below|above|floor|ceiling|cap|min|max|minimum|maximum|between|at\s+least|at\s+most|up\s+to|never)\b",
+            text,
         )
         and (
             (r.low is not None and r.high is not None)
@@ -323,7 +255,12 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return "replace"
     if _ADD_MORE.search(text):
         return "scale"
-    if _CREATE.search(text) and (_POOLS.search(text) or r.size or r.name) and not _ELSEWHERE.search(text):
+    if (
+        _CREATE.search(text)
+        and (_POOLS.search(text) or r.size or r.name)
+        and not _ELSEWHERE.search(text)
+        and not (r.pools and not r.name)  # "make the general pool 3 nodes" is that pool
+    ):
         return "add"
     if r.delta is not None and re.search(rf"\b\d+\s+(?:more\s+)?{UNITS}\b(?!\s*-?pools?)", text):
         return "scale"  # "drop one node from the workers pool": a count, never the pool (property 2)

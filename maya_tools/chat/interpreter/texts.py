@@ -25,6 +25,16 @@ HELP = (
 )
 NOT_UNDERSTOOD = "I did not understand that as one of my requests. Here is what I can do.\n"
 
+
+def not_understood(understood: tuple[str, str, str | None, list[str]]) -> str:
+    """What was understood, then two or three sentences with those names that would work."""
+    cluster, pool, node, parts = understood
+    said = f"I understood {', '.join(parts)}, but not what to do with it." if parts else "I did not understand that."
+    examples = [f"list nodes in {pool} on {cluster}", f"scale {pool} on {cluster} to 3"]
+    examples.append(f"replace node {node}" if node else f"show cluster {cluster}")
+    return f"{said} Requests that would work: " + "; ".join(f"'{e}'" for e in examples) + ". Here is what I can do.\n"
+
+
 EXAMPLE_OF = {
     "scale": "scale workers on payments-prod to 4",
     "autoscale_on": "turn on autoscaling for workers on payments-prod between 2 and 6",

@@ -98,4 +98,9 @@ _WORDS = """
     these they thing this those tier tiers to too turn type types up use using want was we what when where which
     will with without worker would you your
 """
-VOCABULARY = frozenset(_WORDS.split())
+# Filler words people type around a request (issue 22): never a name, even where a name would stand.
+_FILLER = """
+    asap again already anymore basically double every fixed half instead maybe needs often please pls plz quick
+    quickly really soon tbh thx today tomorrow tonight triple twice urgent urgently
+"""
+VOCABULARY = frozenset(_WORDS.split()) | frozenset(_FILLER.split())
