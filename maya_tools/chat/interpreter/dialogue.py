@@ -299,6 +299,8 @@ class Interpreter:
     def _build(self, f: Frame) -> ToolCall:
         c, p = f.cluster, f.pool
         where = {"cluster": c}
+        if f.intent == "scale" and f.low is not None and f.high is not None and f.count in (None, f.low, f.high):
+            f = replace(f, intent="autoscale_on")  # "scale batch 2-5": bounds, not a count
         if f.intent == "scale":
             count = f.count
             info = self.world.pool(c or "", p or "")

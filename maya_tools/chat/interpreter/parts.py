@@ -118,6 +118,7 @@ def find_names(r: Reading, world: World) -> None:
             and not word.isdigit()
             and word != r.name
             and not re.fullmatch(SIZE, word)
+            and not re.fullmatch(r"[a-z]\d", word)  # a tier family ("instead of c5"), never a name
             and word not in r.pools
             and word not in world.pools()
         )

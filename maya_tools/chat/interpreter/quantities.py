@@ -179,6 +179,11 @@ def bounds(text: str) -> Bounds:
         r"\b(?:raise|lower|set|bump|move|drop|change|put)\s+the\s+(floor|ceiling|cap|min(?:imum)?|max(?:imum)?)\b.*?\bto\s+(\d+)",
         text,
     )
+    moved = moved or re.search(
+        r"\b(floor|ceiling|cap|limit|min(?:imum)?|max(?:imum)?)\s+(?:(?:on|for|of)\s+)?(?:the\s+)?"
+        r"[a-z0-9][a-z0-9-]*\s+(?:(?:node\s*)?pool\s+)?(?:at|to)\s+(\d+)",
+        text,
+    )  # "cap batch at 6", "set the max for batch to 6"
     if moved:  # "raise the floor on batch to 2": one bound, the other stays as it is
         if moved[1] in ("floor", "min", "minimum"):
             b.low = int(moved[2])

@@ -141,7 +141,8 @@ def read(request: str, world: World, context: str = "") -> Reading:
         typed = re.search(re.escape(r.name or "-"), request, re.IGNORECASE) if r.name else None
         r.bad_name = bool(typed and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", typed[0]))
         r.labels = {k: v for k, v in pairs.items() if k not in ("name", "size", "count", "pool")} or None
-        if r.auto and r.count in (r.low, r.high) and not re.search(rf"\b{r.count}\s+{UNITS}", text):
+        no_ranges = re.sub(r"\d+\s*(?:-|–|to|and)\s*\d+", " ", text)  # "1-5 nodes" is the bounds
+        if r.auto and r.count in (r.low, r.high) and not re.search(rf"\b{r.count}\s+{UNITS}", no_ranges):
             r.count = None
     if r.intent == "relabel":
         _label_mode(r, text, pairs)
@@ -217,7 +218,7 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         if r.auto is None and (r.low is not None and r.high is not None) and r.name:
             r.auto = True
         return "add"
-    if r.size and (has_pool or r.pools) and _TIER_VERB.search(text):
+    if r.size and (has_pool or r.pools) and (_TIER_VERB.search(text) or re.search(r"\b(?:on|onto)\s+dks\.", text)):
         return "tier"
     if (
         re.search(
