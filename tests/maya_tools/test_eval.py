@@ -285,3 +285,38 @@ def test_an_unreachable_model_is_reported_after_the_offline_part_not_as_a_traceb
         and f"tool choice: {covered}/{covered}" in shown
     )
     assert "could not run — no connection to the Anthropic API; no case was scored" in shown
+
+
+@pytest.mark.anyio
+async def test_the_live_part_scores_every_file_the_offline_part_scored_and_checks_its_safety() -> None:
+    """With a key, each file given is sent to the model too (first turns only), each report with the
+    four safety properties: a scripted model that answers a question with a change breaks property 1."""
+    tuner = load_cases(name="eval_dev_tuner.json")
+    question = next(c for c in tuner.cases if c.id == "t-read-q-count")  # "does batch have 4 nodes?"
+    scripted = FirstTurnModel(tuner, wrong="")
+    scripted.by_request.update({c.request: c for c in CASES.cases if not c.turns})
+    bad = {"cluster": "payments-prod", "pool": "batch", "count": 4}
+    scripted.by_request[question.request] = question.model_copy(
+        update={"expect": (evaluation.Expectation(tool="scale_node_pool", arguments=bad),)}
+    )
+
+    def factory(key: str) -> AsyncAnthropic:
+        return anthropic_to(scripted, key)
+
+    reports = await evaluate(
+        CASES,
+        api_key="test-key",
+        model="test-model",
+        anthropic_factory=factory,
+        connect=in_memory_server,
+        more=[("eval_dev_tuner.json", tuner)],
+    )
+    assert [r.name for r in reports] == [
+        "offline interpreter on eval_cases.json",
+        "offline interpreter on eval_dev_tuner.json",
+        "live model test-model on eval_cases.json",
+        "live model test-model on eval_dev_tuner.json",
+    ]
+    live_tuner = reports[-1]
+    assert [(s.case.id, s.unsafe) for s in live_tuner.violations] == [("t-read-q-count", ("question",))]
+    assert "! t-read-q-count" in live_tuner.render()
