@@ -71,7 +71,8 @@ async def read_world(client: Client) -> World:
         name = str(cluster.get("name", ""))
         if cluster.get("id"):
             ids[str(cluster["id"]).lower()] = name
-        pools = (await _read(client, "list_node_pools", {"cluster": name})).get("items", [])
+        key = str(cluster.get("id") or name)  # the id: a name Door lists may not read back as one
+        pools = (await _read(client, "list_node_pools", {"cluster": key})).get("items", [])
         clusters[name] = {
             str(p["name"]): PoolInfo(
                 p.get("count"),
@@ -84,7 +85,7 @@ async def read_world(client: Client) -> World:
             for p in pools
             if p.get("lifecycle", "active") == "active"
         }
-        listed = (await _read(client, "list_nodes", {"cluster": name})).get("items", [])
+        listed = (await _read(client, "list_nodes", {"cluster": key})).get("items", [])
         if listed:
             nodes[name] = tuple(str(n["name"]) for n in listed)
     catalog = (await _read(client, "list_machine_tiers", {})).get("items", [])

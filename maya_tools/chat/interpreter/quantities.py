@@ -103,7 +103,9 @@ def cluster_ids(text: str, world: World) -> str:
 
     def name(m: re.Match[str]) -> str:
         found = [n for i, n in world.ids.items() if i.startswith(m[1])]
-        return found[0] if len(found) == 1 else m[0]
+        # a name that is not one plain word (Door lists what it likes) stays its id: the id works too
+        plain = len(found) == 1 and re.fullmatch(r"[a-z0-9][a-z0-9_.\-]*", found[0])
+        return found[0] if plain else m[0]
 
     return re.sub(r"\b([0-9a-f]{4}[0-9a-f\-]*)(?:…|\.\.\.)?", name, text)
 

@@ -133,7 +133,10 @@ def read(request: str, world: World, context: str = "") -> Reading:
     r.size = r.size or tier_by_spec(f"{text} {context}" if of_those else text, world)
     r.intent = _intent(r, text, pairs)
     if r.question and not r.blind:  # a question reads what the server lists, never a word it does not
-        r.cluster_typed = r.pool_typed = None
+        r.pool_typed = None
+        if r.cluster_typed in world.ids:  # a listed id names its cluster; the chat passes the id on
+            r.clusters = (r.cluster_typed,)
+        r.cluster_typed = None
     if r.intent == "list_nodes" and r.pool_typed in {"workers", "nodes", "machines"} and "pool" not in text:
         r.pool_typed = None  # "show workers in payments-prod": workers are nodes here
     if r.intent == "add":

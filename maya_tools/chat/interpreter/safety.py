@@ -107,6 +107,7 @@ def violations(
     if asks(sentence) and not imperative(sentence) and not (answering and not _ASKS.match(plain(sentence))):
         found.append("question")
     cluster = str(arguments.get("cluster") or "")
+    cluster = world.ids.get(cluster.lower(), cluster)  # a cluster may be given by its listed id
     if tool == "remove_node_pool":
         pool = str(arguments.get("pool") or "")
         verb = REMOVE_VERB.search(words)
