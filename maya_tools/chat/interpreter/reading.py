@@ -134,7 +134,7 @@ def read(request: str, world: World, context: str = "") -> Reading:
     r.intent = _intent(r, text, pairs)
     if r.question and not r.blind:  # a question reads what the server lists, never a word it does not
         r.pool_typed = None
-        if r.cluster_typed in world.ids:  # a listed id names its cluster; the chat passes the id on
+        if r.cluster_typed is not None and r.cluster_typed in world.ids:  # a listed id: the chat passes it on
             r.clusters = (r.cluster_typed,)
         r.cluster_typed = None
     if r.intent == "list_nodes" and r.pool_typed in {"workers", "nodes", "machines"} and "pool" not in text:
