@@ -48,6 +48,7 @@ class Frame:
     keep_name: bool = False
     label_mode: str = "set"
     drop_keys: tuple[str, ...] = ()
+    label_key: str = "labels"
     bad_name: bool = False
     soft_off: bool = False
 
@@ -98,7 +99,7 @@ def _from_reading(intent: Intent, r: Reading, base: Frame | None = None) -> Fram
     f = replace(f, soft_off=r.soft_off)
     f = replace(f, keep_name=f.keep_name or r.keep_name)
     if r.labels is not None or r.tags is not None:
-        f = replace(f, label_mode=r.label_mode, drop_keys=r.drop_keys)
+        f = replace(f, label_mode=r.label_mode, drop_keys=r.drop_keys, label_key=r.label_key)
     if r.factor is not None:
         f = replace(f, delta=None, count=None)
     elif r.delta is not None or r.count is not None:
@@ -422,6 +423,8 @@ class Interpreter:
             current = dict(pool_info.labels or {}) if pool_info else {}
             if f.label_mode in ("clear", "drop"):
                 kept = {k: v for k, v in current.items() if k not in f.drop_keys} if f.label_mode == "drop" else {}
+                if f.label_key == "tags" and f.label_mode == "clear":
+                    return ToolCall("relabel_node_pool", {**where, "pool": p, "tags": {}})
                 return ToolCall("relabel_node_pool", {**where, "pool": p, "labels": kept})
             if not f.labels and not f.tags:
                 raise Question(f"Which labels (or tags) should pool {p} on {c} get? Write them as key=value.", f)

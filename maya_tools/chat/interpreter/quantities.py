@@ -127,7 +127,9 @@ def relative(text: str) -> Relative:
         r"(?:^|\s)\+\s?(\d+)\b|\bplus\s+(\d+)\b|\banother\s+(\d+)\b|\b(\d+)\s+(?:more|extra|additional)\b", text
     ):
         return Relative(delta=int(next(g for g in m.groups() if g)))
-    if m := re.search(rf"(?:^|\s)-\s?(\d+)\s+{UNITS}|\bminus\s+(\d+)\b|\b(\d+)\s+(?:fewer|less)\b", text):
+    if m := re.search(
+        r"(?:^|(?<=[a-z])\s)-\s?(\d+)\b(?!\s*(?:-|to)\s*\d)|\bminus\s+(\d+)\b|\b(\d+)\s+(?:fewer|less)\b", text
+    ):
         return Relative(delta=-int(next(g for g in m.groups() if g)))
     if re.search(rf"\b(?:another|one\s+more|an\s+extra|1\s+more)\b(?:\s+{UNITS})?", text):
         return Relative(delta=1)

@@ -43,7 +43,7 @@ _ELSEWHERE = _rx(
     r"upgrade\s+(?:the\s+)?(?:cluster|kubernetes|k8s|version)|weather|joke|poem|time\s+is\s+it|bill|invoices?|billing\s+(?:history|statement|report)|"
     r"deploy|rollout|roll\s+out|kubernetes\s+v?\d[\d.]*|k8s\s+v?\d[\d.]*)\b"
 )
-_TIER_VERB = _rx(r"\b(?:change|switch|move|convert|migrate|upgrade|resize|set|turn|put|make)\b|->|=>")
+_TIER_VERB = _rx(r"\b(?:change|switch|swap|move|convert|migrate|upgrade|resize|set|turn|put|make)\b|->|=>")
 _AUTOSCALE = _rx(r"\bauto[\s-]?scal\w*")
 _OFF = _rx(r"\b(?:off|disable[ds]?|stop|deactivate|no\s+more|without|fixed\s+size|pin)\b")
 _LABEL = _rx(r"\b(?:re)?label(?:s|ed|led)?\b")
@@ -94,6 +94,9 @@ def read(request: str, world: World, context: str = "") -> Reading:
     for key, slot in (("name", "name"), ("size", "size"), ("count", "count")):
         if pairs.get(key):
             text += f" {slot}:{pairs.pop(key).lower()}"
+    if pairs.get("cluster"):  # "cluster=payments-prod"
+        text += f" on {pairs.pop('cluster').lower()}"
+    quoted = re.search(r"[\"'`‘’“”]([a-z0-9][a-z0-9-]*)[\"'`‘’“”]", request.lower())
     r = Reading(text=text, card=card[0] if card else None, said=request.lower())
     r.question = safety.asks(request) and not safety.imperative(request)
     r.follow_up = bool(re.match(r"\s*(?:and|what\s+about|how\s+about|same\s+for)\b", request.lower()))
@@ -122,6 +125,10 @@ def read(request: str, world: World, context: str = "") -> Reading:
     r.start = b.start
     if r.start is not None and r.count == r.start:
         r.count = None
+    ranged = re.search(r"\bfrom\s+(\d+)\s+to\s+(\d+)\b", text)
+    now = {i.count for c in world.clusters for p, i in world.clusters[c].items() if p in r.pools}
+    if ranged and not _AUTOSCALE.search(text) and r.low == int(ranged[1]) in now and r.high == int(ranged[2]):
+        r.count, r.low, r.high = int(ranged[2]), None, None  # "take workers from 2 to 3": a count
     if m := re.search(r"\bcount:(\d+)", text):
         r.count = int(m[1])
     r.keep_name = bool(
@@ -140,7 +147,7 @@ def read(request: str, world: World, context: str = "") -> Reading:
     if r.intent == "list_nodes" and r.pool_typed in {"workers", "nodes", "machines"} and "pool" not in text:
         r.pool_typed = None  # "show workers in payments-prod": workers are nodes here
     if r.intent == "add":
-        r.name = r.name or pairs.get("pool") or None
+        r.name = r.name or pairs.get("pool") or (quoted[1] if quoted and quoted[1] not in world.clusters else None)
         typed = re.search(re.escape(r.name or "-"), request, re.IGNORECASE) if r.name else None
         r.bad_name = bool(typed and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", typed[0]))
         r.labels = {k: v for k, v in pairs.items() if k not in ("name", "size", "count", "pool")} or None
@@ -149,6 +156,7 @@ def read(request: str, world: World, context: str = "") -> Reading:
             r.count = None
     if r.intent == "relabel":
         _label_mode(r, text, pairs)
+        r.label_key = "tags" if _TAG.search(text) and not _LABEL.search(text) else "labels"
         if _TAG.search(text) and not _LABEL.search(text):
             r.tags = pairs
         else:
@@ -309,13 +317,14 @@ def _question(r: Reading, text: str) -> Intent | None:
         return None  # "and on staging?": the earlier request, somewhere else
     tiers = re.search(
         r"\b(?:gb|gib|ram|memory|vcpus?|cpus?|cores?|cheapest|cheaper|priciest|expensive|tiers?|sizes|"
-        r"machine\s+types?|instance\s+types?|flavou?rs?)\b|\d+\s*gb\b",
+        r"machine\s+types?|instance\s+types?|flavou?rs?|biggest|largest|smallest|beefiest|fastest)\b|\d+\s*gb\b",
         text,
     )
     if (tiers or (r.size and _PRICE.search(text))) and not r.pools:
         return "tiers"
     if re.search(
-        r"\b(?:finish(?:ed)?|done|complete[d]?|progress|operations?|last\s+change|still\s+running|happening)\b", text
+        r"\b(?:finish(?:ed)?|done|complete[d]?|progress|operations?|ops|last\s+change|still\s+running|happening)\b",
+        text,
     ):
         return "operations"
     clusters = r.clusters or (r.cluster_typed if r.blind else None)

@@ -61,6 +61,7 @@ class Reading:
     question: bool = False  # the sentence asks and holds no imperative change (safety property 1)
     follow_up: bool = False  # "and on staging?", "what about general"
     soft_off: bool = False
+    label_key: str = "labels"
     bad_name: bool = False  # a new pool's name as typed is not a DNS label (R-ADD-01)
     correction: bool = False  # "sorry, I meant general", "instead"
     blind: bool = False  # the server listed nothing: names pass as typed
