@@ -17,6 +17,7 @@ from maya_tools.chat.interpreter.words import normalize
 
 MAX_COUNT = 200  # R-ADD-04 / R-PATCH-06
 _HELP = re.compile(r"/?help|\?|what\s+can\s+you\s+do|what\s+do\s+you\s+understand|commands|examples", re.IGNORECASE)
+_READS: frozenset[Intent] = frozenset({"list_nodes", "list_pools", "get_cluster", "tiers"})
 _NO_CLUSTER: frozenset[Intent] = frozenset({"list_clusters", "tiers", "card"})
 _POOL_CHANGES: frozenset[Intent] = frozenset({"scale", "autoscale_on", "autoscale_off", "remove", "relabel", "tier"})
 
@@ -179,7 +180,9 @@ class Interpreter:
 
     def _frame(self, r: Reading) -> Frame | None:
         pending = self.pending
-        if pending is not None and r.has_parts and (r.intent in (None, pending.intent) or r.weak):
+        # "m5 large, 2 nodes" answers "which tier?": a read word with no name of its own is an answer
+        answer_only = r.intent in _READS and not (r.clusters or r.pools or r.node) and bool(r.size or r.numbers)
+        if pending is not None and r.has_parts and (r.intent in (None, pending.intent) or r.weak or answer_only):
             return _from_reading(pending.intent, r, pending)
         if (follow := self._follow_up(r)) is not None:
             return follow
@@ -226,6 +229,8 @@ class Interpreter:
         same = re.search(r"\b(?:same|too|as\s+well|likewise)\b", r.text)
         if last.intent in _POOL_CHANGES and r.intent is None and (r.correction or same) and (r.pools or r.clusters):
             return _from_reading(last.intent, r, names)
+        if r.follow_up and last.delta is not None and r.count is not None and r.delta is None and r.factor is None:
+            return _from_reading(last.intent, replace(r, delta=r.count, count=None), names)  # "and one to general"
         if r.intent in (None, "list_nodes", "list_pools") and r.delta is not None and last.pool and not r.pools:
             return _from_reading("scale", r, replace(last, intent="scale", count=None, factor=None))
         return None

@@ -330,9 +330,11 @@ def _question(r: Reading, text: str) -> Intent | None:
     clusters = r.clusters or (r.cluster_typed if r.blind else None)
     if r.pools and re.search(r"\b(?:size|tier|type|kind|flavou?r)\b", text):
         return "list_pools"  # "what size machines is workers on"
+    if re.search(r"\bhow\s+many\s+(?:node\s*)?pools\b|\bis\s+there\s+a\s+(?:node\s*)?pool\b", text):
+        return "list_pools"
     if r.node or _NODES.search(text) or re.search(r"\bhow\s+many\b", text):
         return "list_nodes"
-    if r.pools or _AUTOSCALE.search(text) or (_POOLS.search(text) and clusters):
+    if r.pools or _AUTOSCALE.search(text) or _POOLS.search(text):
         return "list_pools"
     if _CLUSTERS.search(text) and not clusters:
         return "list_clusters"
