@@ -122,6 +122,10 @@ class CaseFile(_Own):
 # The packaged case files the command scores by default, and the share each must get right
 # (development files are deterministic regressions; the others are bars). A held-out file is added
 # here by whoever scores it, once, after the tuning it measures.
+FROZEN_HELDOUT: tuple[str, ...] = ("eval_heldout_1.json",)
+"""Held-out files written by outsiders who never saw the code, each scored once after the tuning and then frozen:
+not scored by default (``--cases`` scores one); the suite checks only that no case of theirs breaks a safety property."""
+
 PACKAGED: dict[str, float] = {
     "eval_cases.json": 1.0,
     "eval_heldout.json": HELDOUT_TARGET,

@@ -224,3 +224,21 @@ def test_the_help_names_what_it_understands() -> None:
         "relabel",
     ):
         assert form in HELP
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        {"pools": {"workers": {}, "batch": {}}, "nodes": ["w-1", "b-1"]},
+        {"pools": {"workers": {}, "batch": {}}, "nodes": {"workers": ["w-1"], "batch": ["b-1"]}},
+        {"pools": {"workers": {"nodes": ["w-1"]}, "batch": {"nodes": ["b-1"]}}},
+    ],
+    ids=["list", "map-by-pool", "per-pool"],
+)
+def test_a_worlds_nodes_are_read_however_the_file_lists_them_and_pools_are_never_nodes(
+    cluster: dict[str, object],
+) -> None:
+    from maya_tools.chat.interpreter.names import World
+
+    world = World.from_json({"clusters": {"prod": cluster}})
+    assert world.all_nodes("prod") == ("w-1", "b-1")

@@ -50,6 +50,7 @@ class World:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> World:
         """``{"clusters": {name: {"id": ..., "pools": {pool: {"count": 2, "size": ..., ...}}, "nodes": [...]}},
+        (a cluster's ``nodes`` a list, or a map of pool to list, or each pool's own ``nodes`` list),
         "tiers": {id: {"vcpu": 2, "memory_gib": 4, "price_per_hour": 0.085, ...}}}``; every key but a
         pool's name is optional, and keys the interpreter does not use (``disk_gb``) are skipped."""
         clusters: dict[str, dict[str, PoolInfo]] = {}
@@ -59,8 +60,9 @@ class World:
         for name, cluster in (data.get("clusters") or {}).items():
             pools = cluster.get("pools") or {}
             clusters[name] = {p: PoolInfo(**{k: v for k, v in i.items() if k in pool_keys}) for p, i in pools.items()}
-            if cluster.get("nodes"):
-                nodes[name] = tuple(cluster["nodes"])
+            listed = _node_names(cluster.get("nodes"), pools)
+            if listed:
+                nodes[name] = listed
             if cluster.get("id"):
                 ids[str(cluster["id"]).lower()] = name
         tier_keys = set(TierInfo.__dataclass_fields__)
@@ -111,3 +113,18 @@ def candidates(word: str, names: Iterable[str]) -> tuple[str, ...]:
     if len(word) < 4:
         return ()
     return tuple(sorted(difflib.get_close_matches(word, names, n=5, cutoff=FUZZY_CUTOFF)))
+
+
+def _node_names(listed: Any, pools: Mapping[str, Any]) -> tuple[str, ...]:
+    """A cluster's node names however a world file lists them: one list, a map of pool to list, or a
+    list in each pool (a map's keys are pools, never nodes)."""
+    names: list[str] = []
+    if isinstance(listed, Mapping):
+        for group in listed.values():
+            names += [str(n) for n in group or ()]
+    elif listed:
+        names += [str(n) for n in listed]
+    for info in pools.values():
+        names += [str(n) for n in (info or {}).get("nodes") or ()]
+    return tuple(dict.fromkeys(names))
+
