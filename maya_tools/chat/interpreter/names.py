@@ -127,4 +127,3 @@ def _node_names(listed: Any, pools: Mapping[str, Any]) -> tuple[str, ...]:
     for info in pools.values():
         names += [str(n) for n in (info or {}).get("nodes") or ()]
     return tuple(dict.fromkeys(names))
-
