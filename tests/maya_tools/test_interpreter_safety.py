@@ -15,15 +15,15 @@ from maya_tools.chat.evaluation import Case, Choice, load_cases, offline_choice,
 from maya_tools.chat.interpreter import Interpreter, Reply, ToolCall, World
 from maya_tools.chat.interpreter.safety import CHANGES, violations
 
-FILES = {name: load_cases(name=name) for name in (*evaluation.PACKAGED, *evaluation.FROZEN_HELDOUT)}
-OUTSIDER = FILES["eval_dev_outsider.json"]
+FILES = (*evaluation.PACKAGED, *evaluation.FROZEN_HELDOUT)
+OUTSIDER = load_cases(name="eval_dev_outsider.json")
 WORLD = World.from_json(OUTSIDER.world)
 P = "payments-prod"
 
 
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_no_case_of_any_packaged_or_frozen_held_out_file_breaks_a_safety_property(name: str) -> None:
-    cases = FILES[name]
+    cases = load_cases(name=name)  # loaded here, so a worktree without the held-out files fails only these
     world = World.from_json(cases.world)
     broken = [(c.id, safety(c, offline_choice(c, world), world)) for c in cases.cases]
     assert [b for b in broken if b[1]] == []
