@@ -21,8 +21,8 @@ import pytest
 from backend_client import DoorClient
 from backend_client.models import PublicNodePoolPatchRequest
 from confirmation_cards import ApprovalService, Card, CardStatus, CardStore, Planner, render_markdown, render_text
-from confirmation_cards.store import AuditEntry
 from confirmation_cards.stores import open_store
+from confirmation_cards.stores.sqlite import AuditEntry
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
 from tests.confirmation_cards.conftest import SECRETS

@@ -8,8 +8,8 @@ import anyio
 import psycopg
 import pytest
 
-from confirmation_cards import store_postgres
-from confirmation_cards.store_postgres import FIND_ASKED, FIND_LIVE, PostgresCardStore, StoreUnavailable
+from confirmation_cards.stores import postgres as store_postgres
+from confirmation_cards.stores.postgres import FIND_ASKED, FIND_LIVE, PostgresCardStore, StoreUnavailable
 from tests.maya_tools.live import free_port
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_the_card_reuse_lookups_are_one_indexed_query_each(tmp_path: Path) -> None:
-    from confirmation_cards.store import FIND_ASKED, FIND_LIVE
+    from confirmation_cards.stores.sqlite import FIND_ASKED, FIND_LIVE
 
     await SqliteCardStore(tmp_path / "cards.sqlite3").close()
     db = sqlite3.connect(tmp_path / "cards.sqlite3")
@@ -30,7 +30,7 @@ async def test_a_store_written_before_the_lookup_columns_is_migrated_and_its_car
     tmp_path: Path, planner: Planner
 ) -> None:
     """Schema version 0 (no lease or lookup columns): opening it migrates in place, each step once."""
-    from confirmation_cards import store as store_module
+    from confirmation_cards.stores import sqlite as store_module
 
     pending_card = await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4))
     path = tmp_path / "old.sqlite3"
@@ -83,7 +83,7 @@ async def test_a_store_whose_last_migration_fails_is_left_as_it_was_not_half_mad
 ) -> None:
     """The schema and the migrations are one transaction: a failing step leaves a new file empty, and a
     store at an older version at that version, with its cards."""
-    from confirmation_cards import store as store_module
+    from confirmation_cards.stores import sqlite as store_module
 
     broken = (*store_module._MIGRATIONS, "ALTER TABLE no_such_table ADD COLUMN x TEXT")
     monkeypatch.setattr(store_module, "_MIGRATIONS", broken)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from confirmation_cards.store import CardStore, SqliteCardStore
+from confirmation_cards.stores.sqlite import CardStore, SqliteCardStore
 
 
 def is_postgres(location: str) -> bool:
@@ -17,7 +17,7 @@ async def open_store(location: str | Path, *, pool_size: int = 10, connect_secon
     for up to ``connect_seconds``), else a SQLite file or ``":memory:"``. psycopg is imported only for
     PostgreSQL."""
     if isinstance(location, str) and is_postgres(location):
-        from confirmation_cards.store_postgres import PostgresCardStore
+        from confirmation_cards.stores.postgres import PostgresCardStore
 
         return await PostgresCardStore.open(location, pool_size=pool_size, connect_seconds=connect_seconds)
     return SqliteCardStore(location)

@@ -33,7 +33,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from confirmation_cards.models import AuditEvent, Card, CardStatus
-from confirmation_cards.store import AuditEntry, Lease, created_entry, lease_of, moved, timestamp
+from confirmation_cards.stores.sqlite import AuditEntry, Lease, created_entry, lease_of, moved, timestamp
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: cards (with the lease and lookup columns the SQLite store grew in its migrations 1–3),
