@@ -24,7 +24,7 @@ from confirmation_cards.models import (
 from confirmation_cards.planner import DEFAULT_TTL, Planner
 from confirmation_cards.render import render_markdown, render_text, safe_text
 from confirmation_cards.roles import RoleMemory
-from confirmation_cards.stores.sqlite import CardStore, SqliteCardStore
+from confirmation_cards.stores import CardStore, SqliteCardStore
 
 __all__ = [
     "ACTIONS",

@@ -36,7 +36,7 @@ from confirmation_cards.errors import CardNotFound
 from confirmation_cards.models import AuditKind, Card, CardResult, CardStatus, request_digest
 from confirmation_cards.planner import utc_now
 from confirmation_cards.roles import RoleMemory
-from confirmation_cards.stores.sqlite import AuditEntry, CardStore, Lease
+from confirmation_cards.stores import AuditEntry, CardStore, Lease
 from confirmation_cards.targets import describe_changes, fingerprint, read_target
 
 log = logging.getLogger("confirmation_cards")

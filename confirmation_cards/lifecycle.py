@@ -14,7 +14,7 @@ from confirmation_cards.actions import request_line
 from confirmation_cards.approval import ApprovalService
 from confirmation_cards.door import DoorApi
 from confirmation_cards.models import Action, Card, CardStatus, request_digest
-from confirmation_cards.stores.sqlite import CardStore
+from confirmation_cards.stores import CardStore
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,18 @@ from backend_client.models import Capacity
 Action = Literal["add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool", "replace_node"]
 Method = Literal["POST", "PATCH", "DELETE"]
 AuditKind = Literal[
-    "created", "approved", "declined", "expired", "executed", "failed", "stale", "outcome_unknown", "recovered"
+    "created",
+    "approved",
+    "declined",
+    "expired",
+    "executed",
+    "failed",
+    "stale",
+    "outcome_unknown",
+    "recovered",
+    "step",
+    "stop_requested",
+    "stopped",
 ]
 
 REQUIRED_ROLE: Literal["super_admin"] = "super_admin"  # R-AUTH-03: every mutation needs it

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from confirmation_cards.stores.sqlite import CardStore, SqliteCardStore
+from confirmation_cards.stores.base import AuditEntry, CardStore, Lease
+from confirmation_cards.stores.sqlite import SqliteCardStore
+
+__all__ = ["AuditEntry", "CardStore", "Lease", "SqliteCardStore", "is_postgres", "open_store"]
 
 
 def is_postgres(location: str) -> bool:

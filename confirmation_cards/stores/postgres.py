@@ -33,7 +33,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from confirmation_cards.models import AuditEvent, Card, CardStatus
-from confirmation_cards.stores.sqlite import AuditEntry, Lease, created_entry, lease_of, moved, timestamp
+from confirmation_cards.stores.base import AuditEntry, Lease, created_entry, lease_of, moved, timestamp
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: cards (with the lease and lookup columns the SQLite store grew in its migrations 1–3),
@@ -285,8 +285,30 @@ class PostgresCardStore:
         live_at: datetime,
     ) -> Card | None:
         return await self._move(
-            card_id, CardStatus.PENDING, CardStatus.EXECUTING, entry, update, live_at, lease=(executor, timestamp(until))
+            card_id,
+            CardStatus.PENDING,
+            CardStatus.EXECUTING,
+            entry,
+            update,
+            live_at,
+            lease=(executor, timestamp(until)),
         )
+
+    async def advance(
+        self, card_id: str, executor: str, *, update: Mapping[str, Any], entry: AuditEntry
+    ) -> Card | None:
+        async with self._pool.connection() as conn, conn.transaction():
+            cursor = await conn.execute(
+                "SELECT data FROM maya_cards WHERE id = %s AND status = %s AND executor = %s FOR UPDATE",
+                (card_id, CardStatus.EXECUTING.value, executor),
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                return None
+            after = moved(Card.model_validate_json(row[0]), update, CardStatus.EXECUTING)
+            await conn.execute("UPDATE maya_cards SET data = %s WHERE id = %s", (after.model_dump_json(), card_id))
+            await self._append(conn, card_id, entry)
+        return after
 
     async def mark_sending(self, card_id: str, executor: str) -> bool:
         return await self._guarded(

@@ -1,8 +1,7 @@
-"""Where cards wait for a decision, and the append-only audit trail of what became of them.
+"""The card store in one SQLite file: where cards wait for a decision, and the append-only audit trail.
 
-Single use (DESIGN.md property 3) is a guarded state change: ``transition`` moves a card only from
-the state the caller expects, in one transaction, and says whether it did. Fifty concurrent
-approvals of one card therefore see one ``pending → executing`` and forty-nine refusals.
+The promises are ``CardStore``'s (``stores/base.py``); here they hold through one connection
+behind a lock and ``BEGIN IMMEDIATE`` transactions.
 
 The audit table refuses UPDATE and DELETE by trigger, so "append-only" holds for every writer of
 the file, not only for this class. Neither table has a place for a token (property 7).
@@ -14,12 +13,12 @@ import builtins
 import sqlite3
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from confirmation_cards.models import AuditEvent, AuditKind, Card, CardStatus
+from confirmation_cards.models import AuditEvent, Card, CardStatus
+from confirmation_cards.stores.base import AuditEntry, Lease, created_entry, lease_of, moved, timestamp
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS cards (
@@ -84,144 +83,6 @@ FIND_ASKED = (
     "SELECT data FROM cards INDEXED BY cards_lookup WHERE digest = ? AND action = ? AND principal IS ? "
     "ORDER BY status = ? DESC, created_at DESC LIMIT 1"
 )
-
-
-@dataclass(frozen=True)
-class Lease:
-    """Who executes a card (``host:pid:instance``), until when, and whether its Door call may have left."""
-
-    card_id: str
-    executor: str | None
-    until: datetime | None
-    sending: bool
-
-
-@dataclass(frozen=True)
-class AuditEntry:
-    """An audit row to append, before the store gives it a sequence number."""
-
-    event: AuditKind
-    at: datetime
-    by: str | None = None
-    status_code: int | None = None
-    operation_id: str | None = None
-    rule: str | None = None
-    detail: str = ""
-
-
-class CardStore(Protocol):
-    """What the approval service needs from a store of cards."""
-
-    async def create(self, card: Card) -> Card:
-        """Save a new pending card and audit ``created``; a card id can be saved once."""
-        ...
-
-    async def get(self, card_id: str) -> Card | None: ...
-
-    async def list(self, status: CardStatus | None = None) -> list[Card]: ...
-
-    async def audit(self, card_id: str) -> builtins.list[AuditEvent]: ...
-
-    async def transition(
-        self,
-        card_id: str,
-        *,
-        expected: CardStatus,
-        to: CardStatus,
-        entry: AuditEntry,
-        update: Mapping[str, Any] | None = None,
-        live_at: datetime | None = None,
-    ) -> Card | None:
-        """Move a card from ``expected`` to ``to`` and append ``entry``, atomically.
-
-        ``update`` sets other card fields at the same time. With ``live_at``, a card that has
-        expired by then does not move. Returns the card as it is now, or None when it did not move.
-        """
-        ...
-
-    async def due(self, now: datetime) -> builtins.list[str]:
-        """Ids of pending cards whose expiry has passed at ``now``."""
-        ...
-
-    async def find_live(
-        self, principal: str | None, action: str, digest: str, fingerprint: str, now: datetime
-    ) -> Card | None:
-        """The newest pending, unexpired card of this principal for this exact request and target state."""
-        ...
-
-    async def find_asked(self, principal: str | None, action: str, digest: str) -> Card | None:
-        """This principal's card for this exact request: the newest pending one, else the newest."""
-        ...
-
-    async def claim(
-        self,
-        card_id: str,
-        *,
-        executor: str,
-        until: datetime,
-        entry: AuditEntry,
-        update: Mapping[str, Any],
-        live_at: datetime,
-    ) -> Card | None:
-        """``pending → executing`` owned by ``executor`` with a lease until ``until``; None when it did not move."""
-        ...
-
-    async def mark_sending(self, card_id: str, executor: str) -> bool:
-        """Record that the Door call of an executing card owned by ``executor`` is about to leave."""
-        ...
-
-    async def renew(self, card_id: str, executor: str, until: datetime) -> bool:
-        """Extend the lease of an executing card ``executor`` still owns."""
-        ...
-
-    async def leases(self) -> builtins.list[Lease]:
-        """The executing cards and their leases."""
-        ...
-
-    async def take_over(self, card_id: str, *, old: str | None, new: str, until: datetime, entry: AuditEntry) -> bool:
-        """Become the executor of an executing card whose executor is still ``old`` (a dead one)."""
-        ...
-
-    async def set_link(self, card_id: str, link_hash: str) -> bool:
-        """Bind a pending card's approval-page link (by its secret's hash), replacing any earlier link."""
-        ...
-
-    async def has_link(self, card_id: str, link_hash: str) -> bool:
-        """Whether ``link_hash`` is the pending card's current, unused link."""
-        ...
-
-    async def use_link(self, card_id: str, link_hash: str) -> bool:
-        """Spend the pending card's link, atomically: true for exactly one caller."""
-        ...
-
-    async def ping(self) -> None:
-        """Raise when the store cannot be read (the server's ``/healthz``)."""
-        ...
-
-    async def close(self) -> None: ...
-
-
-def timestamp(when: datetime) -> float:
-    """A moment as the stores keep it: seconds since the epoch, UTC."""
-    return when.astimezone(UTC).timestamp()
-
-
-def created_entry(card: Card) -> AuditEntry:
-    """The audit row every store appends with a new card: what it will send, and the body's digest."""
-    detail = f"{card.action} {card.method} {card.path} body sha256 {card.body_digest}"
-    return AuditEntry("created", card.created_at, detail=detail)
-
-
-def moved(card: Card, update: Mapping[str, Any], to: CardStatus) -> Card:
-    """``card`` in state ``to`` with ``update`` applied, re-validated rather than model_copy'd, so an
-    update can never smuggle in a malformed field."""
-    return Card.model_validate({**card.model_dump(), **update, "status": to})
-
-
-def lease_of(row: tuple[Any, ...] | Any) -> Lease:
-    """A lease from a row of (id, executor, lease_until, sending)."""
-    until = None if row[2] is None else datetime.fromtimestamp(row[2], UTC)
-    return Lease(row[0], row[1], until, bool(row[3]))
 
 
 class SqliteCardStore:
@@ -375,6 +236,26 @@ class SqliteCardStore:
             self._db.execute("COMMIT" if moved is not None else "ROLLBACK")
         return moved
 
+    async def advance(
+        self, card_id: str, executor: str, *, update: Mapping[str, Any], entry: AuditEntry
+    ) -> Card | None:
+        status = CardStatus.EXECUTING.value
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute(
+                    "SELECT data FROM cards WHERE id = ? AND status = ? AND executor = ?", (card_id, status, executor)
+                ).fetchone()
+                after = None if row is None else moved(Card.model_validate_json(row[0]), update, CardStatus.EXECUTING)
+                if after is not None:
+                    self._db.execute("UPDATE cards SET data = ? WHERE id = ?", (after.model_dump_json(), card_id))
+                    self._append(card_id, entry)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT" if after is not None else "ROLLBACK")
+        return after
+
     async def mark_sending(self, card_id: str, executor: str) -> bool:
         return self._guarded(
             "UPDATE cards SET sending = 1 WHERE id = ? AND status = ? AND executor = ?",
@@ -497,4 +378,3 @@ class SqliteCardStore:
                 entry.detail,
             ),
         )
-

@@ -27,7 +27,7 @@ from confirmation_cards import (
     token_fingerprint,
 )
 from confirmation_cards.approval import HOST, LEASE
-from confirmation_cards.stores.sqlite import AuditEntry
+from confirmation_cards.stores import AuditEntry
 from reference_backend import seed
 from reference_backend.clock import ManualClock
 from tests.conftest import ADMIN_TOKEN, BASE_URL, auth

@@ -21,8 +21,7 @@ import pytest
 from backend_client import DoorClient
 from backend_client.models import PublicNodePoolPatchRequest
 from confirmation_cards import ApprovalService, Card, CardStatus, CardStore, Planner, render_markdown, render_text
-from confirmation_cards.stores import open_store
-from confirmation_cards.stores.sqlite import AuditEntry
+from confirmation_cards.stores import AuditEntry, open_store
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
 from tests.confirmation_cards.conftest import SECRETS
@@ -143,9 +142,7 @@ async def test_an_expired_card_does_not_move_when_the_transition_asks_it_to_be_l
     assert await shared.due(card.expires_at) == [card.id]
 
 
-async def test_the_audit_table_refuses_updates_and_deletes(
-    location: str, shared: CardStore, planner: Planner
-) -> None:
+async def test_the_audit_table_refuses_updates_and_deletes(location: str, shared: CardStore, planner: Planner) -> None:
     card = await shared.create(await scale_card(planner))
     refused = (sqlite3.DatabaseError, psycopg.errors.RaiseException)
     statements = ["UPDATE audit SET by = 'mallory'", "DELETE FROM audit"]
@@ -241,6 +238,29 @@ async def test_a_lease_is_renewed_marked_sending_and_taken_over_only_from_its_ho
     [lease] = await shared.leases()
     assert (lease.executor, lease.sending) == ("b:2:y", True)
     assert [e.event for e in await shared.audit(card.id)] == ["created", "approved", "recovered"]
+
+
+async def test_an_executing_card_advances_only_for_its_executor_and_only_while_executing(
+    planner: Planner, shared: CardStore, clock: ManualClock
+) -> None:
+    """A plan's step state is written through ``advance``: a server that lost the card writes nothing."""
+    card = await shared.create(await scale_card(planner))
+    now = clock.now()
+    step = AuditEntry("step", now, by="a:1:x", detail="step 1 sending")
+    assert await shared.advance(card.id, "a:1:x", update={"approved_by": "ada"}, entry=step) is None  # still pending
+    await shared.claim(
+        card.id,
+        executor="a:1:x",
+        until=now + timedelta(seconds=30),
+        entry=AuditEntry("approved", now, by="ada"),
+        update={},
+        live_at=now,
+    )
+    assert await shared.advance(card.id, "b:2:y", update={"approved_by": "eve"}, entry=step) is None
+    advanced = await shared.advance(card.id, "a:1:x", update={"approved_by": "ada"}, entry=step)
+    assert advanced is not None and advanced.status is CardStatus.EXECUTING
+    assert await shared.get(card.id) == advanced
+    assert [e.event for e in await shared.audit(card.id)] == ["created", "approved", "step"]
 
 
 async def test_a_link_is_spent_once_replaced_by_a_newer_one_and_dies_with_the_pending_card(

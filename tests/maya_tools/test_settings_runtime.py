@@ -67,7 +67,7 @@ def test_the_card_store_defaults_under_home_without_xdg_state_home() -> None:
 @pytest.mark.anyio
 async def test_starting_the_server_closes_cards_a_stopped_server_left_executing(tmp_path: Path) -> None:
     from confirmation_cards import CardStatus, SqliteCardStore
-    from confirmation_cards.stores.sqlite import AuditEntry
+    from confirmation_cards.stores import AuditEntry
     from maya_tools.runtime import open_runtime
     from reference_backend.backend import ReferenceBackend
 
