@@ -35,6 +35,10 @@ async def _replace(door: DoorApi, card: Card) -> None:
     await door.replace_node(card.cluster_id, card.target, idempotency_key=card.id)
 
 
+async def _plan(door: DoorApi, card: Card) -> None:
+    raise TypeError("a plan card runs step by step (confirmation_cards.plans), never as one call")
+
+
 @dataclass(frozen=True)
 class ActionSpec:
     """An action's one backend call and how it is spoken of (``title`` heads its card, before the target).
@@ -96,6 +100,15 @@ ACTIONS: dict[Action, ActionSpec] = {
         "node",
         "Door accepted the replacement of node {target}; watch the node list for the new worker.",
         _replace,
+    ),
+    "change_pool_tier": ActionSpec(
+        "Change the machine tier of node pool",
+        "POST",
+        lambda cluster_id, _: paths.pools(cluster_id),
+        "pool.create",
+        "pool",
+        "Door carried out every step of the move of pool {target} to its new tier.",
+        _plan,
     ),
 }
 

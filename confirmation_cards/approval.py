@@ -27,17 +27,18 @@ from datetime import datetime, timedelta
 import anyio
 
 from backend_client import rules
-from backend_client._constants import KEY_IN_FLIGHT_RULES
-from backend_client.errors import DoorConnectionError, DoorError, DoorStatusError
+from backend_client.errors import DoorError, DoorStatusError
 from backend_client.models import PublicNodePoolPatchRequest
 from confirmation_cards.actions import ACTIONS, POOL_ACTIONS, request_line
+from confirmation_cards.answers import explain, proves_nothing_changed
 from confirmation_cards.door import DoorApi
 from confirmation_cards.errors import CardNotFound
 from confirmation_cards.models import AuditKind, Card, CardResult, CardStatus, request_digest
 from confirmation_cards.planner import utc_now
+from confirmation_cards.plans import PLAN_STEP_TIMEOUT, PlanRunner, Progress
 from confirmation_cards.roles import RoleMemory
 from confirmation_cards.stores import AuditEntry, CardStore, Lease
-from confirmation_cards.targets import describe_changes, fingerprint, read_target
+from confirmation_cards.targets import describe_changes, fingerprint, new_operation_id, operation_ids, read_target
 
 log = logging.getLogger("confirmation_cards")
 
@@ -67,20 +68,6 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _proves_nothing_changed(error: DoorError) -> bool:
-    """Door's answer shows the request was refused as a whole, so the change cannot have happened.
-
-    A 4xx rule refusal does: the request is keyed by the card id, so a key Door had applied would
-    have been replayed, not refused. A connection failure does only when no attempt was sent.
-    """
-    if isinstance(error, DoorStatusError):
-        in_flight = error.status_code == 409 and error.rule in KEY_IN_FLIGHT_RULES
-        return 400 <= error.status_code < 500 and error.status_code not in (408, 429) and not in_flight
-    if isinstance(error, DoorConnectionError):
-        return not error.request_sent and not error.reached_before
-    return False
-
-
 class ApprovalService:
     """Decides cards held in ``store``; ``clock`` is the time expiry and leases are measured against.
 
@@ -95,6 +82,7 @@ class ApprovalService:
         sleep: Sleep = anyio.sleep,
         roles: RoleMemory | None = None,
         settle_window: float = SETTLE_WINDOW,
+        step_timeout: float = PLAN_STEP_TIMEOUT,
     ) -> None:
         self._store = store
         self._clock = clock
@@ -104,6 +92,15 @@ class ApprovalService:
         self.executor = f"{HOST}:{os.getpid()}:{secrets.token_hex(4)}"
         self._executing: set[str] = set()
         self._sent: set[str] = set()  # executing here, and the Door call may have left
+        self.plans = PlanRunner(
+            store,
+            executor=self.executor,
+            clock=clock,
+            sleep=sleep,
+            finish=self._finish,
+            renew=lambda card_id: store.renew(card_id, self.executor, self._clock() + LEASE),
+            step_timeout=step_timeout,
+        )
 
     async def get(self, card_id: str, *, principal: str | None = None) -> Card:
         """The card as it stands now: a pending card past its expiry is expired first (property 4).
@@ -116,8 +113,18 @@ class ApprovalService:
             return await self._expire(card)
         return card
 
-    async def approve(self, card_id: str, *, approver: str, door: DoorApi, principal: str | None = None) -> Card:
+    async def approve(
+        self,
+        card_id: str,
+        *,
+        approver: str,
+        door: DoorApi,
+        principal: str | None = None,
+        progress: Progress | None = None,
+    ) -> Card:
         """Execute the card's request once, through ``door``, if it is still pending, live and current.
+
+        A plan card runs all its steps (``PlanRunner``), reporting each to ``progress``.
 
         A card that is not pending comes back unchanged, so a replay executes nothing. Raises
         ``CardNotFound`` for an unknown id or another principal's card; never raises for what Door answers.
@@ -142,7 +149,10 @@ class ApprovalService:
             async with anyio.create_task_group() as group:
                 group.start_soon(self._keep_lease, card.id)
                 try:
-                    done = await self._execute(card, door)
+                    if card.steps:
+                        done = await self.plans.run(card, door, progress)
+                    else:
+                        done = await self._execute(card, door)
                 finally:
                     group.cancel_scope.cancel()
         except BaseException as error:
@@ -172,6 +182,22 @@ class ApprovalService:
             live_at=now,
         )
         return moved if moved is not None else await self.get(card.id)
+
+    async def stop_plan(self, card_id: str, *, by: str, principal: str | None = None) -> Card:
+        """Ask a running plan to stop before its next step (nothing in Door changes); a pending plan is declined."""
+        card = await self._require(card_id, principal)
+        if card.status is CardStatus.PENDING:
+            return await self.decline(card_id, by=by, reason="stopped before approval", principal=principal)
+        if card.status is not CardStatus.EXECUTING or not card.steps:
+            return card
+        moved = await self._store.transition(
+            card_id,
+            expected=CardStatus.EXECUTING,
+            to=CardStatus.EXECUTING,
+            entry=AuditEntry("stop_requested", self._clock(), by=by),
+            update={"stop_requested_by": by},
+        )
+        return moved if moved is not None else await self.get(card_id)
 
     async def expire_due(self) -> list[Card]:
         """Mark every pending card past its expiry as expired; returns those it marked."""
@@ -216,6 +242,9 @@ class ApprovalService:
                 continue
             self._executing.add(card.id)
             try:
+                if card.steps and door is not None:
+                    settled.append(await self.plans.run(card, door))  # continued from its recorded step
+                    continue
                 settled.append(await self._settle_orphan(card, lease, door))
             finally:
                 self._executing.discard(card.id)
@@ -279,7 +308,7 @@ class ApprovalService:
                 door, card.action, card.cluster_id, card.target, planned=card.target_snapshot
             )
         except DoorError as error:
-            return await self._finish(card, CardStatus.FAILED, _explain(error, before=True))
+            return await self._finish(card, CardStatus.FAILED, explain(error, before=True))
         if fingerprint(now_snapshot) != card.target_fingerprint:
             changes = describe_changes(card.target_snapshot, now_snapshot, target=card.target)
             said = "; ".join(changes) if changes else "its state differs from when the card was made"
@@ -291,18 +320,18 @@ class ApprovalService:
                     "Plan the change again against the current state."
                 ),
             )
-        known = await self._operation_ids(card, door)
+        known = await operation_ids(card, door)
         if not await self._store.mark_sending(card.id, self.executor):
             return await self.get(card.id)  # no longer ours (taken over as orphaned): send nothing
         self._sent.add(card.id)
         try:
             await self._call(card, door)
         except DoorError as error:
-            if _proves_nothing_changed(error):
+            if proves_nothing_changed(error):
                 self._learn_role(card, error)
-                return await self._finish(card, CardStatus.FAILED, _explain(error, before=False))
+                return await self._finish(card, CardStatus.FAILED, explain(error, before=False))
             return await self._settle(card, door, f"Door's answer was unclear ({error})", known)
-        operation_id = await self._operation_id(card, door, known)
+        operation_id = await new_operation_id(card, door, known)
         return await self._finish(
             card,
             CardStatus.EXECUTED,
@@ -327,7 +356,7 @@ class ApprovalService:
                 log.info("reading Door back for card %s failed: %s", card.id, type(error).__name__)
                 applied = False
             if applied:
-                operation_id = await self._operation_id(card, door, known)
+                operation_id = await new_operation_id(card, door, known)
                 return await self._finish(
                     card,
                     CardStatus.EXECUTED,
@@ -379,33 +408,6 @@ class ApprovalService:
         """The one backend mutation, keyed by the card id so a retry replays instead of repeating (property 6)."""
         await ACTIONS[card.action].execute(door, card)
 
-    @staticmethod
-    async def _operation_ids(card: Card, door: DoorApi) -> set[str] | None:
-        """The operations on the card's target before its call, to tell the call's own from older ones."""
-        try:
-            state = await door.get_cluster_state(card.cluster_id)
-        except DoorError:
-            return None
-        return {op.id for op in state.operations if op.target == card.target}
-
-    @staticmethod
-    async def _operation_id(card: Card, door: DoorApi, known: set[str] | None = None) -> str | None:
-        """The newest operation on the card's target that was not there before the call (R-OP-03)."""
-        try:
-            state = await door.get_cluster_state(card.cluster_id)
-        except DoorError:
-            return None  # the change was accepted; a missing operation id does not undo that
-        kind = ACTIONS[card.action].operation
-        operation = next(
-            (
-                op
-                for op in state.operations
-                if op.kind == kind and op.target == card.target and (known is None or op.id not in known)
-            ),
-            None,
-        )
-        return None if operation is None else operation.id
-
     def _learn_role(self, card: Card, error: DoorError) -> None:
         """Door's 403 to an approved change (R-AUTH-03): this token is not super_admin in that organisation."""
         if isinstance(error, DoorStatusError) and error.status_code == 403 and card.principal and card.organisation:
@@ -420,6 +422,8 @@ class ApprovalService:
         return card
 
     async def _interrupted(self, card: Card, error: BaseException) -> None:
+        if card.steps:
+            return  # a plan stays executing, its steps recorded: the next sweep here or elsewhere continues it
         if card.id not in self._sent:
             result = CardResult(
                 message=f"The approval was interrupted ({type(error).__name__}) before the request was sent to "
@@ -453,6 +457,7 @@ class ApprovalService:
             CardStatus.EXECUTED: "executed",
             CardStatus.STALE: "stale",
             CardStatus.OUTCOME_UNKNOWN: "outcome_unknown",
+            CardStatus.STOPPED: "stopped",
         }
         event = events.get(status, "failed")
         entry = AuditEntry(
@@ -471,23 +476,3 @@ class ApprovalService:
             update={"result": result, "decided_at": self._clock()},
         )
         return moved if moved is not None else await self._require(card.id)
-
-
-def _explain(error: DoorError, *, before: bool) -> CardResult:
-    """Door's refusal as a plain result: what happened, the rule, and what to do.
-
-    Only called where nothing can have changed: a read before the call, or Door's refusal of the call.
-    """
-    if isinstance(error, DoorStatusError):
-        what = "Door refused the change" if not before else "Door refused to show the target again"
-        detail = (error.problem.detail or error.problem.title).rstrip(".")
-        rule = f" ({error.rule})" if error.rule else ""
-        return CardResult(
-            status_code=error.status_code,
-            rule=error.rule,
-            request_id=error.request_id,
-            message=f"{what} with {error.status_code}{rule}: {detail[:300]}. {error.advice()} Nothing was changed.",
-        )
-    return CardResult(
-        message=f"Door could not be asked ({str(error)[:300]}). Nothing was changed; plan the change again."
-    )

@@ -17,8 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from backend_client.models import Capacity
 
-Action = Literal["add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool", "replace_node"]
+Action = Literal[
+    "add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool", "replace_node", "change_pool_tier"
+]
 Method = Literal["POST", "PATCH", "DELETE"]
+StepKind = Literal["add", "wait", "remove"]
+StepMethod = Literal["POST", "GET", "DELETE"]
 AuditKind = Literal[
     "created",
     "approved",
@@ -51,6 +55,25 @@ class CardStatus(StrEnum):
     DECLINED = "declined"
     EXPIRED = "expired"
     STALE = "stale"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+    STOPPED = "stopped"
+    """A plan stopped between steps (asked to, past its deadline, or its pools changed): the result
+    says what exists on Door now and what to do next."""
+
+
+class StepStatus(StrEnum):
+    """A plan step's state, written to the store before and after its call (``confirmation_cards.plans``).
+
+    ``sending``: the step's request may have left; a server continuing the plan reads Door to tell
+    whether it took effect and re-sends only with the same ``Idempotency-Key``."""
+
+    PENDING = "pending"
+    SENDING = "sending"
+    WAITING = "waiting"
+    DONE = "done"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    SKIPPED = "skipped"
     OUTCOME_UNKNOWN = "outcome_unknown"
 
 
@@ -91,8 +114,34 @@ class CardResult(_Own):
     request_id: str | None = None
 
 
+class PlanStep(_Own):
+    """One step of a plan card: its exact request, its own digest and, once approved, its state.
+
+    An ``add`` or ``remove`` step is one Door call keyed ``<card id>.<index>``; a ``wait`` step only
+    reads (its request is the read it repeats) until the pool's operation is done and its workers Running.
+    """
+
+    index: int
+    kind: StepKind
+    pool: str
+    method: StepMethod
+    path: str
+    body: dict[str, JsonValue] = Field(default_factory=dict)
+    digest: str
+    title: str
+    takes: str = Field(description="What the step costs in time, in words.")
+    status: StepStatus = StepStatus.PENDING
+    operation_id: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    note: str = ""
+
+
 class Card(_Own):
-    """One planned mutation awaiting a human decision. Never holds a token."""
+    """One planned mutation awaiting a human decision. Never holds a token.
+
+    A plan card (``steps`` not empty) is approved once for all its steps; its ``body_digest`` binds
+    every step's digest, and ``method``/``path``/``body`` are its first step's request."""
 
     id: str
     action: Action
@@ -127,6 +176,10 @@ class Card(_Own):
     approved_at: datetime | None = None
     declined_by: str | None = None
     decided_at: datetime | None = None
+    steps: tuple[PlanStep, ...] = ()
+    price_peak: float | None = None
+    capacity_peak: Capacity | None = None
+    stop_requested_by: str | None = None
 
 
 class AuditEvent(_Own):
@@ -160,6 +213,16 @@ def sha256(value: Any) -> str:
 def request_digest(method: str, path: str, body: dict[str, Any]) -> str:
     """The digest an approval is bound to: method, path and body together (DESIGN.md property 2)."""
     return sha256({"method": method, "path": path, "body": body})
+
+
+def plan_digest(steps: tuple[PlanStep, ...] | list[PlanStep]) -> str:
+    """A plan card's digest: every step's request and its digest, in order (one approval binds them all)."""
+    return sha256([{"method": s.method, "path": s.path, "body": s.body, "digest": s.digest} for s in steps])
+
+
+def step_digest(method: str, path: str, body: dict[str, Any], index: int) -> str:
+    """A step's own digest: its request and its place in the plan."""
+    return sha256({"method": method, "path": path, "body": body, "index": index})
 
 
 class CardDigest(BaseModel):

@@ -11,11 +11,11 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from backend_client.errors import DoorStatusError
+from backend_client.errors import DoorError, DoorStatusError
 from backend_client.models import Cluster, ClusterState, Node, NodeList, NodePool
-from confirmation_cards.actions import POOL_ACTIONS
+from confirmation_cards.actions import ACTIONS, POOL_ACTIONS
 from confirmation_cards.door import DoorApi
-from confirmation_cards.models import Action, sha256
+from confirmation_cards.models import Action, Card, sha256
 
 # The pool fields a card depends on; anything else Door may add to a pool item is not part of the
 # decision, so a new informational field cannot make every pending card stale.
@@ -127,3 +127,30 @@ def describe_changes(before: dict[str, Any], after: dict[str, Any], *, target: s
         else:
             said.append(f"node {target} was not listed and is now {_say(new.get('status'))}")
     return said
+
+
+async def operation_ids(card: Card, door: DoorApi) -> set[str] | None:
+    """The operations on the card's target before its call, to tell the call's own from older ones."""
+    try:
+        state = await door.get_cluster_state(card.cluster_id)
+    except DoorError:
+        return None
+    return {op.id for op in state.operations if op.target == card.target}
+
+
+async def new_operation_id(card: Card, door: DoorApi, known: set[str] | None = None) -> str | None:
+    """The newest operation on the card's target that was not there before the call (R-OP-03)."""
+    try:
+        state = await door.get_cluster_state(card.cluster_id)
+    except DoorError:
+        return None  # the change was accepted; a missing operation id does not undo that
+    kind = ACTIONS[card.action].operation
+    operation = next(
+        (
+            op
+            for op in state.operations
+            if op.kind == kind and op.target == card.target and (known is None or op.id not in known)
+        ),
+        None,
+    )
+    return None if operation is None else operation.id

@@ -221,7 +221,12 @@ async def open_runtime(
         base_url = settings.door_api_url
         logger.info("Door API at %s", base_url)
     service = ApprovalService(
-        store, clock=time.now, sleep=time.sleep, roles=RoleMemory(), settle_window=settings.settle_seconds
+        store,
+        clock=time.now,
+        sleep=time.sleep,
+        roles=RoleMemory(),
+        settle_window=settings.settle_seconds,
+        step_timeout=settings.plan_step_timeout_seconds,
     )
     runtime = Runtime(settings, transport, http, base_url, store, service, time, embedded_token)
     try:

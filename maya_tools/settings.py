@@ -61,6 +61,7 @@ class Settings:
     door_timeout_seconds: float = 30.0
     settle_seconds: float = 30.0
     sweep_seconds: float = 10.0
+    plan_step_timeout_seconds: float = 1800.0
     store_pool_size: int = 10
     store_connect_seconds: float = 30.0
     request_state_key: str | None = field(default=None, repr=False)
@@ -80,7 +81,8 @@ class Settings:
         ``MAYA_CARD_TTL_SECONDS``, ``MAYA_REFERENCE_TIME_SCALE``, ``MAYA_USER``, ``MAYA_DOOR_TIMEOUT_SECONDS``
         (one Door request), ``MAYA_SWEEP_SECONDS`` (how often orphaned executing cards are looked for, at
         most 20), ``MAYA_SETTLE_SECONDS`` (how long an unclear answer is settled by reading
-        Door back), ``MAYA_STORE_POOL_SIZE`` and ``MAYA_STORE_CONNECT_SECONDS`` (connections to a
+        Door back), ``MAYA_PLAN_STEP_TIMEOUT_SECONDS`` (Door's time a plan's wait step may take
+        before the plan stops), ``MAYA_STORE_POOL_SIZE`` and ``MAYA_STORE_CONNECT_SECONDS`` (connections to a
         PostgreSQL card store, and how long its server is waited for at start) and
         ``MAYA_REQUEST_STATE_KEY`` (the key every replica seals ``requestState`` with), ``MAYA_REPLICA``
         and ``MAYA_PUBLIC_URL`` (behind a load balancer); keyword overrides win."""
@@ -95,6 +97,7 @@ class Settings:
             "approver": env.get("MAYA_USER") or env.get("USER") or "local user",
             "door_timeout_seconds": _number(env, "MAYA_DOOR_TIMEOUT_SECONDS", 30.0, least=0.1),
             "settle_seconds": _number(env, "MAYA_SETTLE_SECONDS", 30.0),
+            "plan_step_timeout_seconds": _number(env, "MAYA_PLAN_STEP_TIMEOUT_SECONDS", 1800.0, least=1),
             "sweep_seconds": min(_number(env, "MAYA_SWEEP_SECONDS", 10.0, least=0.1), 20.0),
             "store_pool_size": int(_number(env, "MAYA_STORE_POOL_SIZE", 10, whole=True, least=1)),
             "store_connect_seconds": _number(env, "MAYA_STORE_CONNECT_SECONDS", 30.0, least=0.1),

@@ -28,8 +28,11 @@ def test_settings_read_every_variable_once() -> None:
         "MAYA_CARD_TTL_SECONDS": "120",
         "MAYA_REFERENCE_TIME_SCALE": "50",
         "MAYA_USER": "ada",
+        "MAYA_PLAN_STEP_TIMEOUT_SECONDS": "90",
     }
     settings = Settings.from_env(env)
+    assert settings.plan_step_timeout_seconds == 90.0
+    assert Settings.from_env({}).plan_step_timeout_seconds == 1800.0
     assert settings.door_api_url == "https://door.example" and not settings.embedded
     assert settings.door_token == "secret-token"
     assert settings.card_store == "/tmp/cards.sqlite3"

@@ -1,0 +1,405 @@
+"""A plan card's steps, carried out one by one after one approval, resumable and safe to stop.
+
+Each step's state is written to the card store (``CardStore.advance``, guarded by the executor)
+before its call leaves and after Door answers, so a server that dies mid-plan leaves the plan
+``executing`` with a record of where it was; the next server on the store (or a live replica) takes
+the lapsed lease over (``ApprovalService.settle_orphans``) and continues from that record. A step
+found ``sending`` is settled by reading Door first and re-sent only when its change is not there,
+with the same ``Idempotency-Key`` (``<card id>.<step>``), so Door never applies a step twice.
+
+Before every step Door is read again (R-OP-03, R-POOL-02): the old pool must be as approved until it
+is removed, and every pool a step made must be as that step made it; otherwise the plan stops before
+removing anything and says why. A ``wait`` step has a deadline of Door's time (the setting
+``MAYA_PLAN_STEP_TIMEOUT_SECONDS``); at the deadline the plan stops and the old pool stays.
+
+Statuses of a plan card: ``executed`` (every step done), ``failed`` (step 1 refused: nothing
+changed), ``stale`` (the old pool changed before step 1: nothing changed), ``stopped`` (stopped
+between steps; the result says which pools exist now and what to do next), ``outcome_unknown``
+(a step's answer was unclear and reading Door back did not settle it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from backend_client.errors import DoorError
+from backend_client.models import Cluster, NodePool, PublicNodePoolCreateRequest
+from confirmation_cards.answers import explain, proves_nothing_changed
+from confirmation_cards.door import DoorApi
+from confirmation_cards.models import Card, CardResult, CardStatus, PlanStep, StepStatus, plan_digest, step_digest
+from confirmation_cards.stores import AuditEntry, CardStore
+from confirmation_cards.targets import describe_changes, fingerprint, pool_snapshot
+
+log = logging.getLogger("confirmation_cards")
+
+PLAN_STEP_TIMEOUT = 1800.0
+"""Seconds (Door's time) a ``wait`` step may take before the plan stops (``MAYA_PLAN_STEP_TIMEOUT_SECONDS``)."""
+PLAN_POLL = 5.0
+"""Seconds (Door's time) between two reads of Door while a step waits."""
+SETTLE_READS = 5
+"""Read-backs of an unclear step answer, ``PLAN_POLL`` apart, before the step is ``outcome_unknown``."""
+
+Progress = Callable[[float, float, str], Awaitable[None]]
+"""(done, total, message): steps done (fractional while a step waits), steps in all, in words."""
+Finish = Callable[[Card, CardStatus, CardResult], Awaitable[Card]]
+
+
+def step_key(card_id: str, step: PlanStep) -> str:
+    """A step's ``Idempotency-Key``: the card id and the step (R-ADD-09; decision: DELETEs too)."""
+    return f"{card_id}.{step.index}"
+
+
+class Stop(Exception):
+    """The plan stops before its next step; ``status`` is ``stale`` before any change, else ``stopped``."""
+
+    def __init__(self, why: str, status: CardStatus = CardStatus.STOPPED) -> None:
+        super().__init__(why)
+        self.why = why
+        self.status = status
+
+
+async def _nothing(done: float, total: float, message: str) -> None:
+    return None
+
+
+class PlanRunner:
+    """Runs and continues plan cards for one ``ApprovalService`` (its store, executor, clock and sleep)."""
+
+    def __init__(
+        self,
+        store: CardStore,
+        *,
+        executor: str,
+        clock: Callable[[], datetime],
+        sleep: Callable[[float], Awaitable[None]],
+        finish: Finish,
+        renew: Callable[[str], Awaitable[bool]],
+        step_timeout: float = PLAN_STEP_TIMEOUT,
+    ) -> None:
+        self._store = store
+        self._executor = executor
+        self._clock = clock
+        self._sleep = sleep
+        self._finish = finish
+        self._renew = renew
+        self.step_timeout = step_timeout
+
+    async def run(self, card: Card, door: DoorApi, progress: Progress | None = None) -> Card:
+        """Carry ``card``'s steps out from the first one not done; returns the card in its final state
+        (or as it is, when another server took it over)."""
+        report = progress or _nothing
+        if plan_digest(card.steps) != card.body_digest or any(not _intact(s) for s in card.steps):
+            result = CardResult(message="The plan's steps do not match its digest; nothing was sent. Plan it again.")
+            return await self._finish(card, CardStatus.FAILED, result)
+        total = float(len(card.steps))
+        for position in range(len(card.steps)):
+            now = await self._store.get(card.id)
+            if now is None or now.status is not CardStatus.EXECUTING:
+                return now if now is not None else card
+            card = now
+            step = card.steps[position]
+            if step.status is StepStatus.DONE:
+                continue
+            try:
+                if card.stop_requested_by is not None:
+                    raise Stop(f"{card.stop_requested_by} asked to stop the plan")
+                cluster = await door.get_cluster(card.cluster_id)
+                self._check(card, step, cluster)
+                await report(position, total, f"step {step.index} of {len(card.steps)}: {step.title}")
+                if step.kind == "wait":
+                    card = await self._wait(card, step, door, report, position, total)
+                else:
+                    card = await self._call(card, step, door, cluster)
+            except _Lost:
+                return await self._store.get(card.id) or card
+            except Stop as stop:
+                return await self._stop(card, door, stop)
+            except DoorError as error:  # a read failed; nothing of this step was sent
+                return await self._stop(card, door, Stop(f"Door could not be read before step {step.index} ({error})"))
+            if card.status is not CardStatus.EXECUTING:
+                return card
+        await report(total, total, "every step is done")
+        said = await self._what_exists(card, door)
+        return await self._finish(
+            card, CardStatus.EXECUTED, CardResult(status_code=202, message=f"Every step is done. {said}")
+        )
+
+    # --- checks before a step ------------------------------------------------------------------
+
+    def _check(self, card: Card, step: PlanStep, cluster: Cluster) -> None:
+        """Door as the plan expects it before ``step``, else ``Stop`` (stale before any change)."""
+        changed_nothing = all(s.status is StepStatus.PENDING for s in card.steps)
+        old_removed = any(
+            s.kind == "remove" and s.pool == card.target and s.status is StepStatus.DONE for s in card.steps
+        )
+        # A removal that may have left already is settled by reading Door (``_call``), not refused here.
+        removing = step.pool if step.kind == "remove" and step.status is StepStatus.SENDING else None
+        if not old_removed and removing != card.target:
+            now = pool_snapshot(cluster, card.target)
+            if fingerprint(now) != card.target_fingerprint:
+                said = "; ".join(describe_changes(card.target_snapshot, now, target=card.target))
+                status = CardStatus.STALE if changed_nothing else CardStatus.STOPPED
+                raise Stop(f"pool {card.target} changed since the plan was approved ({said})", status)
+        for made in self._made(card):
+            if made.pool == removing:
+                continue
+            problem = _differs(cluster.pool(made.pool), made)
+            if problem is not None:
+                raise Stop(f"pool {made.pool} is not what step {made.index} made: {problem}")
+        if step.kind == "add" and step.status is StepStatus.PENDING and cluster.pool(step.pool) is not None:
+            status = CardStatus.STALE if changed_nothing else CardStatus.STOPPED
+            raise Stop(f"a pool named {step.pool} exists now, so step {step.index} cannot add it", status)
+
+    @staticmethod
+    def _made(card: Card) -> list[PlanStep]:
+        """The add steps done whose pool no done step has removed since."""
+        made: list[PlanStep] = []
+        for s in card.steps:
+            if s.status is not StepStatus.DONE:
+                continue
+            if s.kind == "add":
+                made.append(s)
+            elif s.kind == "remove":
+                made = [m for m in made if m.pool != s.pool]
+        return made
+
+    # --- the steps -----------------------------------------------------------------------------
+
+    async def _call(self, card: Card, step: PlanStep, door: DoorApi, cluster: Cluster) -> Card:
+        if step.status is StepStatus.SENDING and _applied(step, cluster):
+            return await self._done(card, step, door, "found applied when the plan was continued")
+        card = await self._mark(card, step, StepStatus.SENDING, started_at=step.started_at or self._clock())
+        try:
+            if step.kind == "add":
+                request = PublicNodePoolCreateRequest.model_validate(step.body)
+                await door.add_node_pool(card.cluster_id, request, idempotency_key=step_key(card.id, step))
+            else:
+                await door.remove_node_pool(card.cluster_id, step.pool, idempotency_key=step_key(card.id, step))
+        except DoorError as error:
+            if proves_nothing_changed(error):
+                refused = explain(error, before=False)
+                card = await self._mark(card, step, StepStatus.FAILED, note=refused.message)
+                if all(s.status in (StepStatus.PENDING, StepStatus.FAILED) for s in card.steps):
+                    message = f"Step {step.index} ({step.title}) was refused. {refused.message} Pool {card.target} is untouched."
+                    return await self._finish(card, CardStatus.FAILED, refused.model_copy(update={"message": message}))
+                raise Stop(f"Door refused step {step.index} ({step.title}): {refused.message}") from error
+            return await self._settle(card, step, door, f"Door's answer to step {step.index} was unclear ({error})")
+        return await self._done(card, step, door, "accepted by Door")
+
+    async def _settle(self, card: Card, step: PlanStep, door: DoorApi, why: str) -> Card:
+        for attempt in range(SETTLE_READS):
+            try:
+                if _applied(step, await door.get_cluster(card.cluster_id)):
+                    return await self._done(card, step, door, f"{why}; reading Door back shows it took effect")
+            except DoorError as error:
+                log.info("reading Door back for card %s failed: %s", card.id, type(error).__name__)
+            if attempt < SETTLE_READS - 1:
+                await self._sleep(PLAN_POLL)
+        card = await self._mark(card, step, StepStatus.OUTCOME_UNKNOWN, note=why[:300])
+        said = await self._what_exists(card, door)
+        result = CardResult(
+            message=f"Outcome unknown at step {step.index} ({step.title}): {why[:300]}, and reading Door back did "
+            f"not show it. It may still happen, at most once (its Idempotency-Key is {step_key(card.id, step)}). "
+            f"The plan goes no further. {said}"
+        )
+        return await self._finish(card, CardStatus.OUTCOME_UNKNOWN, result)
+
+    async def _wait(
+        self, card: Card, step: PlanStep, door: DoorApi, report: Progress, position: int, total: float
+    ) -> Card:
+        started = step.started_at or self._clock()
+        if step.status is not StepStatus.WAITING:
+            card = await self._mark(card, step, StepStatus.WAITING, started_at=started)
+        deadline = started + timedelta(seconds=self.step_timeout)
+        made = next(s for s in card.steps if s.kind == "add" and s.pool == step.pool and s.index < step.index)
+        said = ""
+        while True:
+            state = await door.get_cluster_state(card.cluster_id)
+            operation = next((op for op in state.operations if op.id == made.operation_id), None)
+            if operation is None:
+                operation = next(
+                    (op for op in state.operations if op.kind == "pool.create" and op.target == step.pool), None
+                )
+            if operation is not None and operation.status == "failed":
+                raise Stop(
+                    f"Door's operation {operation.id} adding pool {step.pool} failed: {operation.error or 'no reason given'}"
+                )
+            nodes = await door.list_nodes(card.cluster_id, step.pool, fresh=True, fresh_timeout=PLAN_POLL)
+            mine = [n for n in nodes.items if n.pool == step.pool]
+            running = sum(1 for n in mine if n.status == "Running")
+            want = _count(made)
+            now_said = (
+                f"step {step.index} of {len(card.steps)}: {running} of {want} workers of pool {step.pool} Running"
+            )
+            if now_said != said:
+                said = now_said
+                await report(position + (running / want if want else 1.0) * 0.99, total, said)
+            done = operation is None or operation.status == "succeeded"
+            if done and not nodes.cold and running >= want and all(n.status == "Running" for n in mine):
+                return await self._done(card, step, door, f"{running} workers Running", operation_id=made.operation_id)
+            if self._clock() >= deadline:
+                raise Stop(
+                    f"pool {step.pool} did not reach Running within {self.step_timeout:.0f} s of Door's time "
+                    f"({running} of {want} workers Running)"
+                )
+            fresh = await self._store.get(card.id)
+            if fresh is None or fresh.status is not CardStatus.EXECUTING:
+                return fresh if fresh is not None else card
+            if fresh.stop_requested_by is not None:
+                raise Stop(f"{fresh.stop_requested_by} asked to stop the plan")
+            await self._renew(card.id)
+            await self._sleep(PLAN_POLL)
+
+    async def _done(
+        self, card: Card, step: PlanStep, door: DoorApi, note: str, *, operation_id: str | None = None
+    ) -> Card:
+        if operation_id is None and step.kind != "wait":
+            operation_id = await _operation_of(door, card.cluster_id, step)
+        return await self._mark(card, step, StepStatus.DONE, note=note, operation_id=operation_id, finished=True)
+
+    async def _mark(
+        self,
+        card: Card,
+        step: PlanStep,
+        status: StepStatus,
+        *,
+        note: str | None = None,
+        started_at: datetime | None = None,
+        operation_id: str | None = None,
+        finished: bool = False,
+    ) -> Card:
+        """Write ``step``'s new state to the store; ``Stop`` when this server no longer owns the card."""
+        now = self._clock()
+        changes: dict[str, Any] = {"status": status}
+        if note is not None:
+            changes["note"] = note[:500]
+        if started_at is not None:
+            changes["started_at"] = started_at
+        if operation_id is not None:
+            changes["operation_id"] = operation_id
+        if finished:
+            changes["finished_at"] = now
+        steps = [s.model_copy(update=changes) if s.index == step.index else s for s in card.steps]
+        entry = AuditEntry(
+            "step",
+            now,
+            by=self._executor,
+            operation_id=operation_id,
+            detail=f"step {step.index} {step.kind} {step.pool}: {status.value}" + (f" ({note[:200]})" if note else ""),
+        )
+        moved = await self._store.advance(card.id, self._executor, update={"steps": steps}, entry=entry)
+        if moved is None:
+            raise _Lost(card.id)
+        return moved
+
+    async def _stop(self, card: Card, door: DoorApi, stop: Stop) -> Card:
+        """End the plan before its next step: what was done stays, nothing further is sent."""
+        fresh = await self._store.get(card.id)
+        if fresh is None or fresh.status is not CardStatus.EXECUTING:
+            return fresh if fresh is not None else card
+        card = fresh
+        steps = tuple(
+            s.model_copy(update={"status": StepStatus.SKIPPED})
+            if s.status in (StepStatus.PENDING, StepStatus.WAITING)
+            else s
+            for s in card.steps
+        )
+        moved = await self._store.advance(
+            card.id,
+            self._executor,
+            update={"steps": steps},
+            entry=AuditEntry("stopped", self._clock(), by=self._executor, detail=stop.why[:500]),
+        )
+        card = moved or card
+        said = await self._what_exists(card, door)
+        if stop.status is CardStatus.STALE:
+            message = f"Nothing was changed: {stop.why}. {said} Plan the change again against the current state."
+        else:
+            message = f"Stopped: {stop.why}. No further step was sent. {said} {_next(card)}"
+        return await self._finish(card, stop.status, CardResult(message=message))
+
+    async def _what_exists(self, card: Card, door: DoorApi) -> str:
+        """Which of the plan's pools exist on Door now, in which tier, with how many workers."""
+        names = list(dict.fromkeys([card.target, *(s.pool for s in card.steps)]))
+        try:
+            cluster = await door.get_cluster(card.cluster_id)
+        except DoorError:
+            return "Door could not be read to say which pools exist now: check get_cluster."
+        said = []
+        for name in names:
+            pool = next((p for p in cluster.node_pools if p.name == name and p.lifecycle == "active"), None)
+            gone = next((p for p in cluster.node_pools if p.name == name), None)
+            if pool is not None:
+                said.append(f"pool {name} in {pool.size} with {pool.count} worker{'s' if pool.count != 1 else ''}")
+            elif gone is not None:
+                said.append(f"pool {name} is deleting (its workers drain)")
+        return ("On Door now: " + "; ".join(said) + ".") if said else "None of the plan's pools exists on Door now."
+
+
+class _Lost(Stop):
+    """Another server owns the card now (its lease was taken over): this one sends nothing more."""
+
+    def __init__(self, card_id: str) -> None:
+        super().__init__(f"card {card_id} is continued by another server")
+
+
+def _count(step: PlanStep) -> int:
+    count = step.body.get("count", 1)
+    return count if isinstance(count, int) else 1
+
+
+def _intact(step: PlanStep) -> bool:
+    return step_digest(step.method, step.path, step.body, step.index) == step.digest
+
+
+def _next(card: Card) -> str:
+    """What to do after a stop: remove what the plan added, or ask again."""
+    added = [s.pool for s in card.steps if s.kind == "add" and s.status is StepStatus.DONE and s.pool != card.target]
+    old_removed = any(s.kind == "remove" and s.pool == card.target and s.status is StepStatus.DONE for s in card.steps)
+    if added and not old_removed:
+        return (
+            f"Next: remove the new pool {', '.join(added)} (remove_node_pool) to go back, or ask for "
+            f"change_pool_tier again; pool {card.target} is untouched."
+        )
+    if added:
+        return f"Next: pool {card.target} is removed; {', '.join(added)} carries its workloads. Ask again to finish."
+    return f"Next: ask for change_pool_tier again when ready; pool {card.target} is untouched."
+
+
+def _differs(pool: NodePool | None, made: PlanStep) -> str | None:
+    """How the pool on Door differs from what its add step asked for, or None."""
+    if pool is None:
+        return "it no longer exists"
+    body = made.body
+    want = {
+        "size": body.get("size"),
+        "count": body.get("count", 1),
+        "auto_scale": body.get("auto_scale", False),
+        "labels": body.get("labels", {}),
+        "tags": body.get("tags", {}),
+    }
+    if want["auto_scale"]:
+        want |= {"min_nodes": body.get("min_nodes"), "max_nodes": body.get("max_nodes")}
+    have = pool.model_dump(mode="json")
+    said = [f"{k} is {have.get(k)!r}, not {v!r}" for k, v in want.items() if have.get(k) != v]
+    return "; ".join(said) or None
+
+
+def _applied(step: PlanStep, cluster: Cluster) -> bool:
+    """Whether Door's state shows ``step``'s change (its pool added in its tier, or removed)."""
+    pool = cluster.pool(step.pool)
+    if step.kind == "add":
+        return pool is not None and pool.size == step.body.get("size")
+    return pool is None
+
+
+async def _operation_of(door: DoorApi, cluster_id: str, step: PlanStep) -> str | None:
+    kind = "pool.create" if step.kind == "add" else "pool.delete"
+    try:
+        state = await door.get_cluster_state(cluster_id)
+    except DoorError:
+        return None
+    return next((op.id for op in state.operations if op.kind == kind and op.target == step.pool), None)
