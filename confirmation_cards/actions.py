@@ -102,7 +102,7 @@ ACTIONS: dict[Action, ActionSpec] = {
         _replace,
     ),
     "change_pool_tier": ActionSpec(
-        "Change the machine tier of node pool",
+        "Change the tier of node pool",
         "POST",
         lambda cluster_id, _: paths.pools(cluster_id),
         "pool.create",

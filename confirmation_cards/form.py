@@ -74,6 +74,24 @@ def _warning(warning: CardWarning, limit: int) -> str:
     return safe_text(warning.message, limit) + (f" [{ident(warning.rule)}]" if warning.rule else "")
 
 
+STEP_WORDS = {"add": "add", "wait": "wait", "remove": "remove"}
+# A plan's step line takes most of a plan card's room: its names get the room kept for a warning elsewhere.
+PLAN_RESERVED = 0
+
+
+def _plan(card: Card, name: int) -> str:
+    """A plan card's steps on one line: what one approval runs, in order."""
+    if not card.steps:
+        return ""
+    steps = ", ".join(
+        STEP_WORDS[s.kind]
+        + (" until Running" if s.kind == "wait" and len(card.steps) < 4 else "")
+        + ("" if s.kind == "wait" else f" {quoted(safe_text(s.pool, name))}")
+        for s in card.steps
+    )
+    return f"Plan of {len(card.steps)} steps, one approval: {steps}"
+
+
 def _render(card: Card, name: int, changes: list[str], warnings: list[str], closing: bool) -> str:
     return (
         ENVIRONMENT.get_template("form.txt.j2")
@@ -81,6 +99,7 @@ def _render(card: Card, name: int, changes: list[str], warnings: list[str], clos
             card=card,
             title=f"{ACTIONS[card.action].title} {quoted(safe_text(card.target, name))}",
             cluster=quoted(safe_text(card.cluster_name, name)),
+            plan=_plan(card, name),
             changes=changes,
             changes_left=len(card.diff) - len(changes),
             capacity=_capacity(card),
@@ -98,7 +117,8 @@ def form_message(card: Card, room: int = FORM_MAX, *, closing: bool = True) -> s
     are cut until the fixed parts fit, then diff lines and warnings are added, each as long as fits.
 
     ``closing``: end with the card's id and where the whole card is (not wanted in ``get_card``)."""
-    name = next((n for n in NAME_LIMITS if len(_render(card, n, [], [], closing)) + RESERVED <= room), NAME_LIMITS[-1])
+    reserved = PLAN_RESERVED if card.steps else RESERVED
+    name = next((n for n in NAME_LIMITS if len(_render(card, n, [], [], closing)) + reserved <= room), NAME_LIMITS[-1])
     changes: list[str] = []
     warnings: list[str] = []
 

@@ -14,6 +14,7 @@ from confirmation_cards.actions import request_line
 from confirmation_cards.approval import ApprovalService
 from confirmation_cards.door import DoorApi
 from confirmation_cards.models import Action, Card, CardStatus, request_digest
+from confirmation_cards.plans import Progress
 from confirmation_cards.stores import CardStore
 
 
@@ -74,7 +75,14 @@ async def asked_card(
 
 
 async def decide(
-    service: ApprovalService, card: Card, decision: Decision, *, by: str, principal: str | None, door: DoorApi
+    service: ApprovalService,
+    card: Card,
+    decision: Decision,
+    *,
+    by: str,
+    principal: str | None,
+    door: DoorApi,
+    progress: Progress | None = None,
 ) -> Card:
     """Carry out a decision on ``card``; returns the card as it stands after it.
 
@@ -82,7 +90,7 @@ async def decide(
     ``NoChannel`` leaves the card pending; ``AlreadyDecided`` reports the card as it is.
     """
     if isinstance(decision, Approve):
-        return await service.approve(card.id, approver=by, door=door, principal=principal)
+        return await service.approve(card.id, approver=by, door=door, principal=principal, progress=progress)
     if isinstance(decision, Decline):
         return await service.decline(card.id, by=by, reason=decision.reason, principal=principal)
     return await service.get(card.id, principal=principal)

@@ -41,7 +41,7 @@ from maya_tools.channels.request_state import request_state_security
 from maya_tools.errors import bounded
 from maya_tools.runtime import Runtime, Transport, open_runtime, runtime_of
 from maya_tools.settings import Settings, check_replicas
-from maya_tools.tools import cards, changes, read
+from maya_tools.tools import cards, changes, plans, read
 from maya_tools.tools.card_texts import change_answer
 from maya_tools.tools.changes import CHANGE_TOOLS
 from maya_tools.tools.schemas import compact_tool, publish_compact
@@ -344,5 +344,6 @@ def build_server(
     mcp_prompts.register(mcp)
     if not settings.read_only:
         changes.register(mcp)
+        plans.register(mcp)
     publish_compact(mcp, published=mcp.published)
     return mcp

@@ -119,15 +119,27 @@ async def card_for(
     target: str,
     body: dict[str, Any],
     plan: Callable[[Planner], Awaitable[Card]],
+    *,
+    replan: bool = False,
 ) -> Card:
     """The card this call is about: on a later round the one already asked about, else a new plan.
 
     The cluster is resolved with the caller's own token, and only the caller's own principal's card
     is found (``lifecycle.asked_card``), so a replayed ``requestState`` meets no one else's card.
+    With ``replan`` (a plan card, whose digest covers steps the arguments alone do not give), a later
+    round plans again, reading only, and meets the card asked about by that plan's digest.
     """
     runtime = runtime_of(ctx)
     door = runtime.door(ctx)
     principal = runtime.principal(ctx)
+    if replan:
+        with door_errors():
+            planned = await plan(runtime.planner(door, principal))
+        if ctx.request_state is not None:
+            earlier = await runtime.store.find_asked(principal, action, planned.body_digest)
+            if earlier is not None:
+                return earlier
+        return await lifecycle.keep_or_store(runtime.store, planned, runtime.now())
     if ctx.request_state is not None:
         with door_errors():
             found = await door.resolve_cluster(cluster)
@@ -307,9 +319,13 @@ async def decide_as(
     # One approver string per decision, so this call can tell whether it was the one that
     # decided the card (fifty concurrent approvals: one executes, the rest report it).
     who = f"{runtime.approver(ctx, channel)} #{secrets.token_hex(4)}"
+
+    async def progress(done: float, total: float, message: str) -> None:
+        await ctx.report_progress(done, total, message)  # a plan's steps and workers, as it runs
+
     with door_errors(), card_errors():
         done = await lifecycle.decide(
-            runtime.service, card, decision, by=who, principal=principal, door=runtime.door(ctx)
+            runtime.service, card, decision, by=who, principal=principal, door=runtime.door(ctx), progress=progress
         )
     if isinstance(decision, lifecycle.Approve):
         return outcome(done, decided_here=done.approved_by == who)
@@ -346,6 +362,10 @@ def outcome(card: Card, *, decided_here: bool, reason: str = "declined") -> Chan
             operation_id=result.operation_id if result else None,
             card=card,
         )
+    if card.steps and card.status in (CardStatus.EXECUTED, CardStatus.STOPPED):
+        added = any(s.kind == "add" and s.status == "done" for s in card.steps)
+        head = "Approved once; the plan ran." if card.status == CardStatus.EXECUTED else "Approved; the plan stopped."
+        return ChangeResult(status=card.status, changed=added, message=f"{head} {said}", card=card)
     if card.status == CardStatus.EXECUTED:
         message = f"Approved and sent to Door, which accepted it. {said}".strip()
         return ChangeResult(

@@ -79,6 +79,9 @@ def card_text(card: Card, audit: list[AuditEvent]) -> str:
         form_message(card, CARD_SUMMARY, closing=False).split("\n", 1)[-1],
         f"Request: {card.method} {code(card.path)}, body digest (sha256) {card.body_digest}.",
     ]
+    if card.steps:
+        lines.append(f"Plan of {len(card.steps)} steps, approved once:")
+        lines += ["- " + str(words.step(step)) for step in card.steps]
     if card.result is not None:
         lines.append("Result: " + words.result(card))
     if audit:

@@ -34,8 +34,9 @@ from maya_tools.tools.card_texts import change_answer
 # Each change tool renders as the MCP Apps card view for clients that declared the extension.
 APP_META: dict[str, Any] = {"ui": {"resourceUri": APP_URI}}
 
-# One change tool per card action: the tool names are the actions' names.
-CHANGE_TOOLS: frozenset[str] = frozenset(get_args(Action))
+# One change tool per card action: the tool names are the actions' names (change_pool_tier: tools/plans.py).
+# stop_plan changes no pool but steers a change, so a read-only server does not offer it either.
+CHANGE_TOOLS: frozenset[str] = frozenset(get_args(Action)) | {"stop_plan"}
 
 
 def _change(destructive: bool) -> ToolAnnotations:

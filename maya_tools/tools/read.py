@@ -14,7 +14,9 @@ from backend_client._constants import DEFAULT_FRESH_TIMEOUT
 from backend_client.errors import OperationFailed
 from backend_client.nodes import NodePage
 from confirmation_cards.planner import NODES_FRESH_TIMEOUT
-from confirmation_cards.render import clean_text, one_line
+from confirmation_cards.plans import PLAN_POLL
+from confirmation_cards.render import ENVIRONMENT, clean_text, one_line
+from maya_tools.channels.form import card_errors
 from maya_tools.errors import door_errors
 from maya_tools.runtime import runtime_of
 from maya_tools.tools.arguments import CLUSTER_MAX, ClusterArg, Flag, Name, Number, Whole
@@ -239,7 +241,7 @@ def register(mcp: MCPServer[Any]) -> None:
         cluster: ClusterArg,
         follow: Annotated[
             Name | None,
-            Field(description="An operation id, pool name or node name: wait until its running operation ends."),
+            Field(description="An operation id, pool or node name (until its operation ends), or a plan's card id."),
         ] = None,
         timeout_seconds: Annotated[Number, Field(gt=0, le=900, description="How long to follow at most.")] = 120.0,
     ) -> Annotated[CallToolResult, OperationsResult]:
@@ -248,9 +250,12 @@ def register(mcp: MCPServer[Any]) -> None:
         With `follow`, waits for that operation to finish and reports progress meanwhile."""
         door = runtime_of(ctx).door(ctx)
         followed: models.Operation | None = None
+        plan: list[str] | None = None
         with door_errors():
             found = await door.resolve_cluster(cluster)
-            if follow is not None:
+            if follow is not None and follow.startswith("card_"):
+                plan = await follow_plan(ctx, follow, timeout_seconds)
+            elif follow is not None:
                 state = await door.get_cluster_state(found.id)
                 match = next(
                     (op for op in state.operations if follow in (op.id, op.target, op.pool)),
@@ -288,6 +293,30 @@ def register(mcp: MCPServer[Any]) -> None:
                 running=len(state.running()),
                 operations=state.operations,
                 followed=followed,
+                plan=plan,
             )
         )
         return answer(result, operations_text(result))
+
+
+async def follow_plan(ctx: Context[Any, Any], card_id: str, within: float) -> list[str]:
+    """Follow the caller's plan card until it leaves ``executing`` or ``within`` seconds (Door's time) pass,
+    one progress notification per change of a step; returns its steps in words."""
+    runtime = runtime_of(ctx)
+    words: Any = ENVIRONMENT.get_template("_words.j2").module
+    with card_errors():
+        card = await runtime.service.get(card_id, principal=runtime.principal(ctx))
+    if not card.steps:
+        raise ToolError(f"Card {card_id!r} is not a plan; follow its operation id or pool instead.")
+    waited, said = 0.0, ""
+    while True:
+        now = "; ".join(f"{s.index} {s.status.value}" for s in card.steps)
+        if now != said:
+            said = now
+            done = sum(1 for s in card.steps if s.status == "done")
+            await ctx.report_progress(done, len(card.steps), f"plan {card.status.value}: steps {now}")
+        if card.status.value != "executing" or waited >= within:
+            return [str(words.step(step)) for step in card.steps] + [f"plan {card.status.value}"]
+        await runtime.sleep(PLAN_POLL)
+        waited += PLAN_POLL
+        card = await runtime.service.get(card_id)

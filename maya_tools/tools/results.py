@@ -109,6 +109,7 @@ class OperationsResult(Result):
     followed: models.Operation | None = Field(
         default=None, description="The operation that was followed to its end, when `follow` was given."
     )
+    plan: list[str] | None = Field(default=None, description="The followed plan's steps, when `follow` was a card id.")
 
 
 def answer(result: BaseModel, text: str) -> CallToolResult:
@@ -256,6 +257,9 @@ def _operation_line(op: models.Operation) -> str:
 def operations_text(result: OperationsResult) -> str:
     running = f"{result.running} {'operation' if result.running == 1 else 'operations'} running"
     lines = [f"{result.cluster_name} is {result.phase}; {running}."]
+    if result.plan is not None:
+        lines.append("Plan followed:")
+        lines += ["- " + step for step in result.plan]
     if result.followed is not None:
         lines.append("Followed to its end: " + _operation_line(result.followed).removeprefix("- ") + ".")
     if result.operations:

@@ -35,7 +35,15 @@ READ_TOOLS = {
     "get_cluster_operations",
     "get_card",
 }
-CHANGE_TOOLS = {"add_node_pool", "scale_node_pool", "relabel_node_pool", "remove_node_pool", "replace_node"}
+CHANGE_TOOLS = {
+    "add_node_pool",
+    "scale_node_pool",
+    "relabel_node_pool",
+    "remove_node_pool",
+    "replace_node",
+    "change_pool_tier",
+    "stop_plan",
+}
 APP_TOOLS = {"decide_card"}  # app-only (the MCP Apps card view's; it needs the view's one-time secret)
 APPS = advertise(EXTENSION_ID, {"mimeTypes": [APP_MIME_TYPE]})
 
@@ -159,12 +167,12 @@ async def test_the_server_reports_the_packages_version(server: Any) -> None:
         assert info.version == version
 
 
-WIRE_BUDGET_BYTES = 20 * 1024
+WIRE_BUDGET_BYTES = 24 * 1024  # issue 21: with change_pool_tier and stop_plan
 MODEL_FACING_BUDGET_TOKENS = 2_500
 
 
 async def test_tools_list_fits_issue_10_s_budget_by_the_benchmark_s_measure(server: Any) -> None:
-    """benchmarks/run.py's measure: every tool as sent (compact JSON) ≤ 20 KB; the part a model reads
+    """benchmarks/run.py's measure: every tool as sent (compact JSON) ≤ 24 KB; the part a model reads
     (name, description, input schema) ≤ 2,500 o200k_base tokens. Sizes, not timings. The client declares
     no Apps extension, as in benchmarks/run.py, so ``decide_card`` is not listed."""
     import bpe_openai  # type: ignore[import-not-found]  # a dev dependency; ships its vocabularies

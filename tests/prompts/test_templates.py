@@ -148,7 +148,7 @@ class TestSystemPrompt:
             ("R-POOL-05", "kubectl label node"),
             (
                 "R-PATCH-10",
-                "add a new pool of the new\n  tier, wait until its workers are Running, then remove the old pool",
+                "use `change_pool_tier`, one\n  card approved once that adds the new pool, waits until its workers are Running and removes the old\n  one, instead of three separate cards",
             ),
             ("R-ADD-05", "`count=0` is allowed only with autoscaling on"),
             ("R-DEL-01", "The last pool of a cluster cannot be removed"),
