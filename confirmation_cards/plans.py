@@ -86,6 +86,7 @@ class PlanRunner:
         self._finish = finish
         self._renew = renew
         self.step_timeout = step_timeout
+        self.poll = PLAN_POLL
 
     async def run(self, card: Card, door: DoorApi, progress: Progress | None = None) -> Card:
         """Carry ``card``'s steps out from the first one not done; returns the card in its final state
@@ -197,13 +198,13 @@ class PlanRunner:
             except DoorError as error:
                 log.info("reading Door back for card %s failed: %s", card.id, type(error).__name__)
             if attempt < SETTLE_READS - 1:
-                await self._sleep(PLAN_POLL)
+                await self._sleep(self.poll)
         card = await self._mark(card, step, StepStatus.OUTCOME_UNKNOWN, note=why[:300])
         said = await self._what_exists(card, door)
         result = CardResult(
             message=f"Outcome unknown at step {step.index} ({step.title}): {why[:300]}, and reading Door back did "
             f"not show it. It may still happen, at most once (its Idempotency-Key is {step_key(card.id, step)}). "
-            f"The plan goes no further. {said}"
+            f"The plan goes no further. {said}{_untouched(card)}"
         )
         return await self._finish(card, CardStatus.OUTCOME_UNKNOWN, result)
 
@@ -227,7 +228,7 @@ class PlanRunner:
                 raise Stop(
                     f"Door's operation {operation.id} adding pool {step.pool} failed: {operation.error or 'no reason given'}"
                 )
-            nodes = await door.list_nodes(card.cluster_id, step.pool, fresh=True, fresh_timeout=PLAN_POLL)
+            nodes = await door.list_nodes(card.cluster_id, step.pool, fresh=True, fresh_timeout=self.poll)
             mine = [n for n in nodes.items if n.pool == step.pool]
             running = sum(1 for n in mine if n.status == "Running")
             want = _count(made)
@@ -251,7 +252,7 @@ class PlanRunner:
             if fresh.stop_requested_by is not None:
                 raise Stop(f"{fresh.stop_requested_by} asked to stop the plan")
             await self._renew(card.id)
-            await self._sleep(PLAN_POLL)
+            await self._sleep(self.poll)
 
     async def _done(
         self, card: Card, step: PlanStep, door: DoorApi, note: str, *, operation_id: str | None = None
@@ -344,6 +345,13 @@ class _Lost(Stop):
 
     def __init__(self, card_id: str) -> None:
         super().__init__(f"card {card_id} is continued by another server")
+
+
+def _untouched(card: Card) -> str:
+    removed = any(
+        s.kind == "remove" and s.pool == card.target and s.status is not StepStatus.PENDING for s in card.steps
+    )
+    return "" if removed else f" Pool {card.target} is untouched."
 
 
 def _count(step: PlanStep) -> int:

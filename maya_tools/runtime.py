@@ -228,6 +228,7 @@ async def open_runtime(
         settle_window=settings.settle_seconds,
         step_timeout=settings.plan_step_timeout_seconds,
     )
+    service.plans.poll = settings.plan_poll_seconds
     runtime = Runtime(settings, transport, http, base_url, store, service, time, embedded_token)
     try:
         async with anyio.create_task_group() as group:

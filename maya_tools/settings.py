@@ -62,6 +62,7 @@ class Settings:
     settle_seconds: float = 30.0
     sweep_seconds: float = 10.0
     plan_step_timeout_seconds: float = 1800.0
+    plan_poll_seconds: float = 5.0
     store_pool_size: int = 10
     store_connect_seconds: float = 30.0
     request_state_key: str | None = field(default=None, repr=False)
@@ -82,7 +83,8 @@ class Settings:
         (one Door request), ``MAYA_SWEEP_SECONDS`` (how often orphaned executing cards are looked for, at
         most 20), ``MAYA_SETTLE_SECONDS`` (how long an unclear answer is settled by reading
         Door back), ``MAYA_PLAN_STEP_TIMEOUT_SECONDS`` (Door's time a plan's wait step may take
-        before the plan stops), ``MAYA_STORE_POOL_SIZE`` and ``MAYA_STORE_CONNECT_SECONDS`` (connections to a
+        before the plan stops) and ``MAYA_PLAN_POLL_SECONDS`` (between two reads of Door while it waits),
+        ``MAYA_STORE_POOL_SIZE`` and ``MAYA_STORE_CONNECT_SECONDS`` (connections to a
         PostgreSQL card store, and how long its server is waited for at start) and
         ``MAYA_REQUEST_STATE_KEY`` (the key every replica seals ``requestState`` with), ``MAYA_REPLICA``
         and ``MAYA_PUBLIC_URL`` (behind a load balancer); keyword overrides win."""
@@ -98,6 +100,7 @@ class Settings:
             "door_timeout_seconds": _number(env, "MAYA_DOOR_TIMEOUT_SECONDS", 30.0, least=0.1),
             "settle_seconds": _number(env, "MAYA_SETTLE_SECONDS", 30.0),
             "plan_step_timeout_seconds": _number(env, "MAYA_PLAN_STEP_TIMEOUT_SECONDS", 1800.0, least=1),
+            "plan_poll_seconds": _number(env, "MAYA_PLAN_POLL_SECONDS", 5.0, least=0.05),
             "sweep_seconds": min(_number(env, "MAYA_SWEEP_SECONDS", 10.0, least=0.1), 20.0),
             "store_pool_size": int(_number(env, "MAYA_STORE_POOL_SIZE", 10, whole=True, least=1)),
             "store_connect_seconds": _number(env, "MAYA_STORE_CONNECT_SECONDS", 30.0, least=0.1),
