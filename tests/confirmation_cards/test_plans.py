@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
+import anyio
 import httpx2
 import pytest
 from fastapi import FastAPI
@@ -238,3 +239,22 @@ def test_step_keys_are_the_card_id_and_the_step() -> None:
 
     step = PlanStep(index=3, kind="remove", pool="p", method="DELETE", path="/x", digest="d", title="t", takes="s")
     assert step_key("card_abc", step) == "card_abc.3"
+
+
+async def test_fifty_concurrent_approvals_run_one_plan(
+    door: DoorClient, clock: ManualClock, store: SqliteCardStore, runner: ApprovalService, seen: Seen
+) -> None:
+    card = await planned(door, clock, store)
+    results: list[Card] = []
+
+    async def approve(n: int) -> None:
+        results.append(await runner.approve(card.id, approver=f"person {n}", door=door))
+
+    async with anyio.create_task_group() as group:
+        for n in range(50):
+            group.start_soon(approve, n)
+
+    assert [m for m, _, _ in seen] == ["POST", "DELETE"]
+    winners = {r.approved_by for r in results}
+    assert len(winners) == 1
+    assert [e.event for e in await store.audit(card.id)].count("approved") == 1
