@@ -39,6 +39,7 @@ DECIDED_IN: dict[str, str] = {
     "R-RNODE-05": "backend_client/rules.py:node_busy_violation",
     # Decided with the rule id passed in by the caller (R-PATCH-07 or R-DEL-03), never written twice.
     "R-PATCH-07": "backend_client/rules.py:missing_pool_violation",
+    "R-PATCH-10": "confirmation_cards/tier_plan.py:plan_tier_change",  # a move to the tier the pool has
     "R-DEL-03": "backend_client/rules.py:missing_pool_violation",
 }
 # Rules whose id reaches their one deciding function as an argument rather than as a literal.
