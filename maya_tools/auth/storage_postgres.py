@@ -3,7 +3,7 @@ tokens and browser sessions, so a person signed in through one replica is signed
 
 The tables are created when missing, under an advisory lock of their own so replicas starting
 together create them once (the card store's migrations keep their own lock and version table).
-Connections come from a psycopg 3 ``AsyncConnectionPool``, as in ``confirmation_cards.store_postgres``.
+Connections come from a psycopg 3 ``AsyncConnectionPool``, as in ``confirmation_cards.stores.postgres``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from confirmation_cards.store_postgres import where
+from confirmation_cards.stores.postgres import where
 from maya_tools.auth.sealing import Sealed
 from maya_tools.auth.storage import CREDENTIAL_COLUMNS, CredentialRow, row_of, values_of
 

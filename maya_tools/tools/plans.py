@@ -17,7 +17,7 @@ from pydantic import Field
 
 from confirmation_cards import Card, CardStatus
 from confirmation_cards.tier_plan import plan_tier_change
-from maya_tools.elicitation import ChangeResult, Confirm, card_errors, card_for, decide
+from maya_tools.channels.form import ChangeResult, Confirm, card_errors, card_for, decide
 from maya_tools.runtime import runtime_of
 from maya_tools.tools.arguments import CARD_ID_MAX, ClusterArg, Flag, Name, PoolArg
 from maya_tools.tools.card_texts import change_answer
