@@ -311,14 +311,15 @@ def test_the_scripts_import_nothing_from_the_tests() -> None:
     assert {(script, name) for script, name in imported if name.partition(".")[0] == "tests"} == set()
 
 
-def test_only_the_postgresql_card_store_imports_psycopg() -> None:
-    """The card store is split by engine (``confirmation_cards/stores/``): a SQLite server never loads psycopg."""
+def test_only_the_postgresql_engines_import_psycopg() -> None:
+    """The card store is split by engine (``confirmation_cards/stores/``), and so is the Door-credential store
+    beside it (``maya_tools/auth/storage*.py``, imported lazily): a SQLite server never loads psycopg."""
     importers = {
         module
         for module, names in third_party_imports().items()
         if any(name.partition(".")[0] in ("psycopg", "psycopg_pool") for name in names)
     }
-    assert importers == {"confirmation_cards.stores.postgres"}
+    assert importers == {"confirmation_cards.stores.postgres", "maya_tools.auth.storage_postgres"}
 
 
 def test_no_module_is_over_500_lines() -> None:

@@ -67,7 +67,7 @@ pytestmark = pytest.mark.anyio
 
 READ = ("list_node_pools", {"cluster": "payments-prod"})
 SCALE = ("scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": 4})
-NO_DOOR = {"get_card", "decide_card"}
+NO_DOOR = {"get_card", "decide_card", "stop_plan"}  # the card store only: stopping a plan changes nothing in Door
 """Tools that answer from the card store alone until a decision needs Door (asked then, as any other)."""
 
 
