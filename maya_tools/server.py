@@ -173,6 +173,11 @@ class MayaServer(MCPServer[Runtime]):
                 "MAYA_READ_ONLY=1), so it offers no change tools and nothing was changed. The read tools work; "
                 "to change a pool, use a server started without read-only mode."
             )
+        if self._tool_manager.get_tool(name) is None:
+            # Both versions' tools pages name an unknown tool a protocol error, -32602; the SDK's
+            # own answer, an isError result, reads as if the tool ran and failed.
+            known = ", ".join(t.name for t in self._tool_manager.list_tools() if not app_only(t)) or "none"
+            raise MCPError(code=INVALID_PARAMS, message=UNKNOWN_TOOL.format(name=shown_input(name), known=known))
         asked: dict[str, str] = {}
         token = ASKED.set(asked)
         try:
@@ -276,6 +281,7 @@ RESOURCE_NOT_FOUND_2025_11_25 = -32002
 """Resource not found, as 2025-11-25 names it; 2026-07-28 retired it for ``-32602`` (``mcp_types`` keeps
 no constant for a retired code)."""
 SHOWN_URI = 256
+UNKNOWN_TOOL = "Unknown tool {name}. This server's tools: {known}; tools/list gives each one's input schema."
 UNKNOWN_PROMPT = "Unknown prompt {name}. This server's prompts: {known}; prompts/list gives each one's arguments."
 MISSING_ARGUMENTS = (
     "Prompt `{name}` needs {missing}, so nothing was rendered; prompts/list describes its arguments. "
@@ -287,7 +293,7 @@ UNKNOWN_RESOURCE = (
 )
 
 
-def app_only(tool: ListedTool) -> bool:
+def app_only(tool: ListedTool | Tool) -> bool:
     """Whether an MCP Apps host's view alone uses ``tool`` (``_meta.ui.visibility`` without ``"model"``)."""
     ui = (tool.meta or {}).get("ui")
     visibility = ui.get("visibility") if isinstance(ui, dict) else None

@@ -1,5 +1,5 @@
-"""Protocol errors carry the code each protocol version names (``MayaServer``): an unknown prompt or a
-missing prompt argument is -32602 (Invalid params) on both; an unknown resource is -32002 on
+"""Protocol errors carry the code each protocol version names (``MayaServer``): an unknown tool, an
+unknown prompt or a missing prompt argument is -32602 (Invalid params) on both; an unknown resource is -32002 on
 2025-11-25 and -32602 on 2026-07-28, which retired -32002. Each message says what exists."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ UNKNOWN_URI = "ui://maya-tools/nothing.html"
 async def refusals(client: Client) -> dict[str, MCPError]:
     refused: dict[str, MCPError] = {}
     calls = {
+        "unknown tool": lambda: client.call_tool("scale_everything", {}),
         "unknown prompt": lambda: client.get_prompt("scale_everything", {}),
         "missing argument": lambda: client.get_prompt("scale_pool", {"cluster": "payments-prod"}),
         "unknown resource": lambda: client.read_resource(UNKNOWN_URI),
@@ -39,6 +40,10 @@ async def refusals(client: Client) -> dict[str, MCPError]:
 
 
 def check(refused: dict[str, MCPError], mode: str) -> None:
+    tool = refused["unknown tool"]
+    assert tool.code == INVALID_PARAMS
+    assert "scale_everything" in tool.message and "scale_node_pool" in tool.message and "tools/list" in tool.message
+    assert "decide_card" not in tool.message  # the card view's, listed to an Apps host only
     prompt, missing, resource = refused["unknown prompt"], refused["missing argument"], refused["unknown resource"]
     assert prompt.code == INVALID_PARAMS
     assert "scale_everything" in prompt.message and "scale_pool" in prompt.message and "prompts/list" in prompt.message
@@ -64,4 +69,4 @@ async def test_each_version_s_codes_on_the_wire(shared_live: Live, mode: str) ->
     ):
         assert client.session.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
         check(await refusals(client), mode)
-    assert wire.error_codes() == [INVALID_PARAMS, INVALID_PARAMS, RESOURCE_NOT_FOUND[mode]]
+    assert wire.error_codes() == [INVALID_PARAMS, INVALID_PARAMS, INVALID_PARAMS, RESOURCE_NOT_FOUND[mode]]
