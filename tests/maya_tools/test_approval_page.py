@@ -118,7 +118,9 @@ async def test_a_url_only_client_approves_on_the_page_and_door_applies_the_chang
         [url] = browser.urls
         [page] = browser.pages
         said = str(result.model_dump())
-        cards = (await client.call_tool("list_cards", {})).model_dump()
+        read = await client.call_tool("get_card", {"card_id": data["card"]["id"]})
+        cards = read.model_dump()
+    assert not read.is_error and "executed" in str(cards), cards
     assert url not in said and secret_of(url) not in said, "the link goes only through the elicitation"
     assert secret_of(url) not in str(cards)
     assert page.status_code == 200 and "Status: executed" in page.text
@@ -261,7 +263,10 @@ async def test_over_streamable_http_the_same_server_serves_the_page_without_a_be
         url, said = await opened_link(client, browser)
         assert url.startswith(http_url.removesuffix("/mcp") + "/approve/") and url not in said
         page = await press(url, "approve")
-        cards = await client.call_tool("list_cards", {})
+        card_id = re.search(r"card_[\w-]+", said)
+        assert card_id is not None, said
+        cards = await client.call_tool("get_card", {"card_id": card_id.group()})
+    assert not cards.is_error and "executed" in str(cards.model_dump()), cards
     assert page.status_code == 200 and "Status: executed" in page.text
     assert DEMO_ADMIN_TOKEN not in page.text and secret_of(url) not in str(cards.model_dump())
     async with httpx2.AsyncClient(verify=verifying_tls()) as raw:
