@@ -46,7 +46,7 @@ from maya_tools.auth.errors import AuthError
 from maya_tools.auth.issuer import IssuerKeys
 from maya_tools.auth.pages import HEADERS, origin_of, page, read_form, same_origin
 from maya_tools.auth.storage import AuthDatabase
-from maya_tools.auth.tokens import KEY_TYPES, NAME_CLAIMS, Principal
+from maya_tools.auth.tokens import KEY_TYPES, NAME_CLAIMS, Principal, key_fits
 
 logger = logging.getLogger(__name__)
 
@@ -354,8 +354,8 @@ class BrowserSignIn:
         if not isinstance(alg, str) or alg not in allowed:
             raise SignInFailed(f"The ID token's algorithm {str(alg)[:20]!r} is not one of {', '.join(allowed)}.")
         kid = header.get("kid")
-        jwk = await self.keys.key(kid if isinstance(kid, str) else None, lambda key: _fits(key, alg))
-        if not _fits(jwk, alg):
+        jwk = await self.keys.key(kid if isinstance(kid, str) else None, lambda key: key_fits(key, alg))
+        if not key_fits(jwk, alg):
             raise SignInFailed(f"The issuer's key {str(jwk.get('kid'))[:40]!r} cannot verify {alg}.")
         try:
             claims = jwt.decode(
@@ -399,14 +399,3 @@ class BrowserSignIn:
 
     def _clear_cookie(self, response: Response, name: str) -> None:
         response.delete_cookie(name, path="/", secure=self.secure, httponly=True, samesite="lax")
-
-
-def _fits(jwk: dict[str, Any], alg: str) -> bool:
-    """Whether ``jwk`` may verify ``alg``: its type and curve, and its own ``alg``/``use`` if it names them."""
-    kty, crv = KEY_TYPES[alg]
-    return (
-        jwk.get("kty") == kty
-        and (crv is None or jwk.get("crv") == crv)
-        and jwk.get("alg", alg) == alg
-        and jwk.get("use", "sig") == "sig"
-    )

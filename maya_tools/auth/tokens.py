@@ -165,8 +165,8 @@ class JwtTokenVerifier:
         kid = header.get("kid")
         if kid is not None and not isinstance(kid, str):
             raise TokenRefused("malformed", "header kid is not a string")
-        jwk = await self.keys.key(kid, lambda candidate: _fits(candidate, alg))
-        if not _fits(jwk, alg):
+        jwk = await self.keys.key(kid, lambda candidate: key_fits(candidate, alg))
+        if not key_fits(jwk, alg):
             raise TokenRefused(
                 "key_mismatch",
                 f"key {jwk.get('kid')!r} ({jwk.get('kty')} {jwk.get('crv') or ''}) is not a signing key for {alg}",
@@ -238,7 +238,7 @@ class JwtTokenVerifier:
         return None
 
 
-def _fits(jwk: dict[str, Any], alg: str) -> bool:
+def key_fits(jwk: dict[str, Any], alg: str) -> bool:
     """Whether ``jwk`` may verify ``alg``: its type and curve, and its own ``alg``/``use`` if it names them."""
     kty, crv = KEY_TYPES[alg]
     return (
