@@ -47,7 +47,7 @@ import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import anyio
 import anyio.abc
@@ -61,6 +61,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from confirmation_cards import Card, CardNotFound, CardStatus, lifecycle, token_fingerprint
 from confirmation_cards.render import ENVIRONMENT
+from maya_tools.auth.pages import HEADERS, read_form, same_origin
 from maya_tools.auth.tokens import Principal
 from maya_tools.runtime import Runtime
 
@@ -69,14 +70,6 @@ logger = logging.getLogger("maya_tools")
 PATH = "/approve"
 SECRET_BYTES = 32
 FORM_BODY_LIMIT = 4_096
-HEADERS = {
-    "Cache-Control": "no-store",
-    "X-Frame-Options": "DENY",
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'",
-    "Referrer-Policy": "same-origin",
-    "X-Content-Type-Options": "nosniff",
-}
 
 
 def link_hash(card: Card, secret: str) -> str:
@@ -217,7 +210,7 @@ class ApprovalPages:
                 return _answer(None, "someone_else", status_code=403)
         if request.method in ("GET", "HEAD"):
             return _answer(card, "ask", form=form_token(secret))
-        form = await _form(request)
+        form = await read_form(request, FORM_BODY_LIMIT)
         if form is None or not self._same_site(request) or not _equal(form.get("csrf"), form_token(secret)):
             return _answer(None, "refused", status_code=403)
         choice = form.get("decision")
@@ -259,10 +252,8 @@ class ApprovalPages:
         return origin is not None and request.headers.get("host") == urlsplit(origin).netloc
 
     def _same_site(self, request: Request) -> bool:
-        origin = request.headers.get("origin")
-        if origin is not None and origin != self._origin(request):
-            return False
-        return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+        origin = self._origin(request)
+        return origin is not None and same_origin(request, origin)
 
 
 def _approver(person: Principal) -> str:
@@ -273,19 +264,6 @@ def _approver(person: Principal) -> str:
 
 def _equal(given: str | None, expected: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), expected.encode())
-
-
-async def _form(request: Request) -> dict[str, str] | None:
-    """The posted form, first value per field; None when it is not a small urlencoded form."""
-    if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
-        return None
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > FORM_BODY_LIMIT:
-            return None
-    fields = parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
-    return {name: values[0] for name, values in fields.items()}
 
 
 def _answer(
