@@ -47,6 +47,12 @@ def _serve(argv: Sequence[str]) -> int:
         default="stdio",
         help="stdio for an IDE (default), or streamable-http where each request brings its own Door token",
     )
+    parser.add_argument(
+        "--auth",
+        choices=["oauth", "door-token"],
+        help="HTTP only: oauth (an OAuth 2.1 protected resource; the default whenever MAYA_OAUTH_ISSUER is set) "
+        "or door-token (each request's bearer is the caller's Door token: loopback only, one person)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="HTTP only (default: %(default)s, loopback)")
     parser.add_argument("--port", type=int, default=8765, help="HTTP only (default: %(default)s)")
     parser.add_argument("--read-only", action="store_true", help="register only the read tools")
@@ -59,16 +65,25 @@ def _serve(argv: Sequence[str]) -> int:
         stream=sys.stderr, level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s", force=True
     )
 
-    from maya_tools.settings import ConfigError, Settings, check_replicas, check_request_state_key
+    from maya_tools.settings import ConfigError, Settings, check_replicas, check_request_state_key, choose_auth
 
     transport: Transport = "stdio" if args.transport == "stdio" else "streamable-http"
     try:  # settings it cannot use are refused first, in one line, before the server's imports (~0.6 s)
         settings = Settings.from_env(read_only=args.read_only or None, card_store=args.card_store)
         check_request_state_key(settings)
         check_replicas(settings, transport)
+        settings = choose_auth(settings, transport, args.host, args.auth)
     except ConfigError as error:
         print(f"maya-tools serve: {error}", file=sys.stderr)
         return 2
+    if settings.oauth:
+        from maya_tools.auth import CredentialKeyError, parse_credential_keys
+
+        try:  # its format, before anything is opened; the runtime parses it again to use it
+            parse_credential_keys(settings.credential_key)
+        except CredentialKeyError as error:
+            print(f"maya-tools serve: {error}", file=sys.stderr)
+            return 2
 
     from confirmation_cards.stores import is_postgres  # imported per command: `chat` and the rest do not need it
     from maya_tools.channels.page import PATH
@@ -99,15 +114,26 @@ def _serve(argv: Sequence[str]) -> int:
 
     import uvicorn
 
-    from maya_tools.http import BindSessions, PagesFirst, RequireBearer, health_app
-    from maya_tools.stream_events import RETRY_MS, KeepSessionEvents, StreamEvents
+    from maya_tools.http import build_app
 
-    events = StreamEvents()  # 2025-11-25 streams resumable with Last-Event-ID, each session's apart
-    sdk_app = server.streamable_http_app(host=args.host, event_store=events, retry_interval=RETRY_MS)
-    mcp_app = RequireBearer(BindSessions(KeepSessionEvents(sdk_app, events)))
-    health = health_app(lambda: server.pages.runtime)
-    app = PagesFirst(server.pages.app, mcp_app, prefix=PATH, health=health)
-    logging.getLogger("maya_tools").info("MCP over streamable HTTP at http://%s:%d/mcp", args.host, args.port)
+    app = build_app(server, settings, host=args.host)
+    logger = logging.getLogger("maya_tools")
+    if settings.oauth:
+        logger.info(
+            "MCP over streamable HTTP at http://%s:%d/mcp: an OAuth protected resource (%s) of %s",
+            args.host,
+            args.port,
+            settings.resource_url,
+            settings.oauth_issuer,
+        )
+    else:
+        logger.warning(
+            "--auth door-token: each request's bearer is the caller's own Door token, passed through to Door. "
+            'The MCP spec forbids token passthrough ("MCP servers MUST NOT accept any tokens that were not '
+            'explicitly issued for the MCP server"); this mode is for one person on this machine only. '
+            "Serve others with --auth oauth (docs/deploy.md)."
+        )
+        logger.info("MCP over streamable HTTP at http://%s:%d/mcp", args.host, args.port)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), log_config=UVICORN_LOGGING)
     return 0
 

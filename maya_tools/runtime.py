@@ -26,7 +26,7 @@ from confirmation_cards.stores import is_postgres, open_store
 from maya_tools.settings import Settings
 
 if TYPE_CHECKING:
-    from maya_tools.auth import BrowserSignIn, ConnectRequests, DoorCredentials
+    from maya_tools.auth import BrowserSignIn, ConnectRequests, DoorCredentials, JwtTokenVerifier, Principal
     from maya_tools.embedded import ReferenceBackend
 
 logger = logging.getLogger("maya_tools")
@@ -77,6 +77,8 @@ class Runtime:
     """Tasks that run for the server's life (the sweep, the approval page's loopback server)."""
     swept: anyio.Event = field(default_factory=anyio.Event)
     """Set once the first sweep after start has run (cards a stopped server left executing are settled)."""
+    verifier: JwtTokenVerifier | None = None
+    """With OAuth over HTTP: the verifier of the MCP access tokens (``maya_tools.auth.tokens``)."""
     credentials: DoorCredentials | None = None
     """With OAuth over HTTP: each person's own Door token, sealed in the card store's database."""
     sign_in: BrowserSignIn | None = None
@@ -85,9 +87,19 @@ class Runtime:
     """With OAuth over HTTP: the ``/connect?for=`` links a URL elicitation sends."""
 
     @property
+    def oauth(self) -> bool:
+        """Whether callers are people signed in through ``MAYA_OAUTH_ISSUER`` (``serve --auth oauth``)."""
+        return self.transport == "streamable-http" and self.settings.oauth
+
+    @property
     def public_url(self) -> str | None:
         """Where people reach this server (``MAYA_PUBLIC_URL``); None on stdio and in memory."""
         return self.settings.public_url if self.transport == "streamable-http" else None
+
+    @property
+    def connect_url(self) -> str | None:
+        """The page where a person connects their Door token, with OAuth."""
+        return None if not self.oauth or self.public_url is None else self.public_url + "/connect"
 
     @property
     def embedded(self) -> bool:
@@ -101,9 +113,20 @@ class Runtime:
     def token_for(self, ctx: Context[Any, Any]) -> str:
         """The Door token of whoever made this MCP request.
 
-        Over streamable HTTP it is the request's own bearer token (Door's roles apply per person,
+        With OAuth it is the person's own Door token, which they connected on ``/connect``
+        (``DoorCredentials``; looked up for the request by ``maya_tools.http.DoorTokens``): the MCP
+        access token is never sent to Door, and ``DOOR_TOKEN`` never serves a caller. With
+        ``--auth door-token`` it is the request's own bearer token (Door's roles apply per person,
         and it is never stored); on stdio and in memory it is the configured ``DOOR_TOKEN``.
         """
+        if self.oauth:
+            person = self.person(ctx)
+            token = _scope_of(ctx).get(DOOR_TOKEN_KEY)
+            if not isinstance(token, str):
+                from maya_tools.auth.errors import DoorNotConnected
+
+                raise DoorNotConnected(person.key, self.connect_url)
+            return token
         if self.transport == "streamable-http":
             headers = ctx.headers or {}
             token = bearer_of(headers.get("authorization") or headers.get("Authorization"))
@@ -134,8 +157,22 @@ class Runtime:
             return self.door_with(self.embedded_token)
         return None
 
+    def person(self, ctx: Context[Any, Any]) -> Principal:
+        """With OAuth, the verified person of this request (issuer + ``sub``, from the access token)."""
+        from maya_tools.auth.resource import principal_of
+
+        person = principal_of(_scope_of(ctx))
+        if person is None:  # cannot happen behind ``maya_tools.auth.resource.protect``; refuse, never guess
+            raise ToolError("This request carries no verified sign-in: send an OAuth access token for this server.")
+        return person
+
     def principal(self, ctx: Context[Any, Any]) -> str:
-        """Who is calling, as a token fingerprint (DESIGN.md property 12); cards and answers are bound to it."""
+        """Who is calling; cards, answers, sessions and app secrets are bound to it (DESIGN.md property 12).
+
+        With OAuth, ``Principal.key``: issuer and ``sub`` hashed together, so it survives token refreshes
+        and never contains a token; otherwise the fingerprint of the caller's Door token."""
+        if self.oauth:
+            return self.person(ctx).key
         return token_fingerprint(self.token_for(ctx))
 
     async def sleep(self, seconds: float) -> None:
@@ -145,9 +182,16 @@ class Runtime:
     def approver(self, ctx: Context[Any, Any], channel: str = "MCP elicitation") -> str:
         """Who answered, as the audit records it: never a token.
 
-        Over HTTP, the caller's token fingerprint and the MCP client's name and version; on stdio and
-        in memory, the configured user (MAYA_USER), who owns the configured token.
+        With OAuth, the person's readable claim (``MAYA_OAUTH_NAME_CLAIM``), ``sub`` and principal;
+        over HTTP without it, the caller's token fingerprint; both with the MCP client's name and
+        version. On stdio and in memory, the configured user (MAYA_USER), who owns the configured token.
         """
+        if self.oauth:
+            person = self.person(ctx)
+            sub = "".join(ch for ch in person.subject if ch.isprintable())[:80]
+            name = "".join(ch for ch in person.name or "" if ch.isprintable())[:80]
+            who = f"{name} (sub {sub}, {person.key})" if name else f"sub {sub} ({person.key})"
+            return f"{who} via {client_name(ctx)} ({channel})"
         if self.transport == "streamable-http":
             return f"{self.principal(ctx)} via {client_name(ctx)} ({channel})"
         return f"{self.settings.approver} ({channel})"
@@ -182,6 +226,15 @@ def client_name(ctx: Context[Any, Any]) -> str:
         return "an unnamed MCP client"
     said = f"{info.name} {info.version}".strip()
     return "".join(ch for ch in said if ch.isprintable())[:80] or "an unnamed MCP client"
+
+
+DOOR_TOKEN_KEY = "maya_tools.door_token"
+"""Where ``maya_tools.http.DoorTokens`` leaves the person's Door token in the ASGI scope of a request."""
+
+
+def _scope_of(ctx: Context[Any, Any]) -> dict[str, Any]:
+    scope = getattr(ctx.request_context.request, "scope", None)
+    return scope if isinstance(scope, dict) else {}
 
 
 def runtime_of(ctx: Context[Any, Any]) -> Runtime:
@@ -230,7 +283,11 @@ async def open_runtime(
     )
     service.plans.poll = settings.plan_poll_seconds
     runtime = Runtime(settings, transport, http, base_url, store, service, time, embedded_token)
+    issuer_http: httpx2.AsyncClient | None = None
     try:
+        if runtime.oauth:
+            issuer_http = httpx2.AsyncClient(timeout=10.0, verify=verifying_tls())
+            await _open_oauth(runtime, issuer_http)
         async with anyio.create_task_group() as group:
             runtime.group = group
             group.start_soon(_sweep, runtime)
@@ -239,8 +296,51 @@ async def open_runtime(
             finally:
                 group.cancel_scope.cancel()
     finally:
+        if runtime.credentials is not None:
+            await runtime.credentials.close()
+        if issuer_http is not None:
+            await issuer_http.aclose()
         await http.aclose()
         await store.close()
+
+
+async def _open_oauth(runtime: Runtime, http: httpx2.AsyncClient) -> None:
+    """The verifier of access tokens, each person's Door tokens (in the card store's database) and the
+    browser sign-in, for ``serve --auth oauth`` (``settings.choose_auth`` checked the settings)."""
+    from maya_tools.auth import (
+        BrowserSignIn,
+        ConnectRequests,
+        IssuerKeys,
+        JwtTokenVerifier,
+        open_credentials,
+        parse_credential_keys,
+    )
+
+    settings = runtime.settings
+    assert settings.oauth_issuer and settings.resource_url and settings.public_url
+    assert settings.oauth_client_id and settings.oauth_client_secret
+    keys = IssuerKeys(settings.oauth_issuer, http)
+    runtime.verifier = JwtTokenVerifier(
+        issuer=settings.oauth_issuer,
+        resource=settings.resource_url,
+        http=http,
+        name_claims=settings.oauth_name_claims,
+        keys=keys,
+    )
+    runtime.credentials = await open_credentials(
+        settings.card_store, parse_credential_keys(settings.credential_key), pool_size=settings.store_pool_size
+    )
+    runtime.sign_in = BrowserSignIn(
+        keys=keys,
+        http=http,
+        client_id=settings.oauth_client_id,
+        client_secret=settings.oauth_client_secret,
+        public_url=settings.public_url,
+        database=runtime.credentials.database,
+        session_seconds=settings.session_seconds,
+        name_claims=settings.oauth_name_claims,
+    )
+    runtime.connect_requests = ConnectRequests(runtime.credentials.database)
 
 
 SWEEP_EVERY = 10.0  # the default of MAYA_SWEEP_SECONDS

@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 
 def default_card_store(env: Mapping[str, str]) -> Path:
@@ -43,6 +44,13 @@ def _number(env: Mapping[str, str], name: str, default: float, *, whole: bool = 
     return value
 
 
+AuthMode = Literal["oauth", "door-token"]
+
+
+def _names(value: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
+
+
 @dataclass(frozen=True)
 class Settings:
     """What the server needs to know about its surroundings.
@@ -70,7 +78,28 @@ class Settings:
     """This replica's name behind a load balancer; approval-page links carry it (``?via=``) so the
     balancer sends them back here, where the asking caller's token is held."""
     public_url: str | None = None
-    """The URL people reach this server at (the load balancer's), for approval-page links."""
+    """The URL people reach this server at (the load balancer's), for approval-page links; with OAuth
+    the protected resource is it + ``/mcp``."""
+    auth: AuthMode | None = None
+    """``serve --auth``; None until chosen: ``oauth`` whenever ``oauth_issuer`` is set, else ``door-token``."""
+    oauth_issuer: str | None = None
+    oauth_client_id: str | None = None
+    oauth_client_secret: str | None = field(default=None, repr=False)
+    oauth_name_claims: tuple[str, ...] = ("email", "preferred_username")
+    allowed_origins: tuple[str, ...] = ()
+    """Browser origins (exact ``scheme://host[:port]``) answered with CORS headers."""
+    credential_key: str | None = field(default=None, repr=False)
+    session_seconds: float = 15 * 60.0
+    """How long a browser session of ``/connect`` and the approval page lasts."""
+
+    @property
+    def oauth(self) -> bool:
+        return self.auth == "oauth"
+
+    @property
+    def resource_url(self) -> str | None:
+        """This server's RFC 8707 resource (``MAYA_PUBLIC_URL`` + ``/mcp``): what tokens must be issued for."""
+        return None if self.public_url is None else self.public_url + "/mcp"
 
     @property
     def embedded(self) -> bool:
@@ -87,7 +116,10 @@ class Settings:
         ``MAYA_STORE_POOL_SIZE`` and ``MAYA_STORE_CONNECT_SECONDS`` (connections to a
         PostgreSQL card store, and how long its server is waited for at start) and
         ``MAYA_REQUEST_STATE_KEY`` (the key every replica seals ``requestState`` with), ``MAYA_REPLICA``
-        and ``MAYA_PUBLIC_URL`` (behind a load balancer); keyword overrides win."""
+        and ``MAYA_PUBLIC_URL`` (behind a load balancer; with OAuth, the resource's base), ``MAYA_OAUTH_ISSUER``,
+        ``MAYA_OAUTH_CLIENT_ID``, ``MAYA_OAUTH_CLIENT_SECRET``, ``MAYA_OAUTH_NAME_CLAIM`` (comma-separated,
+        first present wins), ``MAYA_ALLOWED_ORIGINS`` (comma-separated), ``MAYA_CREDENTIAL_KEY`` and
+        ``MAYA_SESSION_SECONDS``; keyword overrides win."""
         env = os.environ if env is None else env
         values: dict[str, object] = {
             "door_api_url": env.get("DOOR_API_URL") or None,
@@ -107,6 +139,13 @@ class Settings:
             "request_state_key": env.get("MAYA_REQUEST_STATE_KEY") or None,
             "replica": env.get("MAYA_REPLICA") or None,
             "public_url": (env.get("MAYA_PUBLIC_URL") or "").rstrip("/") or None,
+            "oauth_issuer": env.get("MAYA_OAUTH_ISSUER") or None,
+            "oauth_client_id": env.get("MAYA_OAUTH_CLIENT_ID") or None,
+            "oauth_client_secret": env.get("MAYA_OAUTH_CLIENT_SECRET") or None,
+            "oauth_name_claims": _names(env.get("MAYA_OAUTH_NAME_CLAIM")) or ("email", "preferred_username"),
+            "allowed_origins": _names(env.get("MAYA_ALLOWED_ORIGINS")),
+            "credential_key": env.get("MAYA_CREDENTIAL_KEY") or None,
+            "session_seconds": _number(env, "MAYA_SESSION_SECONDS", 900.0, least=60),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
@@ -131,4 +170,94 @@ def check_replicas(settings: Settings, transport: str) -> None:
             "MAYA_CARD_STORE is a PostgreSQL database, shared by replicas, but MAYA_REQUEST_STATE_KEY is not set: "
             "another replica could not verify this one's requestState, so a 2026-07-28 client's answer would be "
             f"refused there. Set the same MAYA_REQUEST_STATE_KEY on every replica (generate one with: {GENERATE})."
+        )
+
+
+OAUTH_NEEDS = (
+    "MAYA_OAUTH_ISSUER",
+    "MAYA_PUBLIC_URL",
+    "MAYA_OAUTH_CLIENT_ID",
+    "MAYA_OAUTH_CLIENT_SECRET",
+    "MAYA_CREDENTIAL_KEY",
+)
+"""What ``--auth oauth`` cannot start without: the issuer, the resource's base URL, the server's own
+client at the issuer (the browser sign-in of ``/connect``) and the key sealing each person's Door token."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (``serve --host``) binds to this machine alone."""
+    import ipaddress
+
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def choose_auth(settings: Settings, transport: str, host: str, auth: str | None = None) -> Settings:
+    """The settings with ``auth`` chosen for ``transport`` (``--auth``, else ``oauth`` whenever
+    ``MAYA_OAUTH_ISSUER`` is set), or ``ConfigError`` naming what to set.
+
+    Over HTTP, ``door-token`` (each request's bearer is the caller's Door token) is token passthrough,
+    which the MCP authorization spec forbids for a shared server; it is allowed only on a loopback
+    address, for one person. stdio has no bearer at all."""
+    if transport != "streamable-http":
+        return settings
+    from dataclasses import replace
+
+    chosen = auth or ("oauth" if settings.oauth_issuer else "door-token")
+    for origin in settings.allowed_origins:
+        _check_origin(origin)
+    if chosen == "door-token":
+        if not is_loopback(host):
+            raise ConfigError(
+                f"--host {host} is not a loopback address, and without OAuth each caller's bearer would be their Door "
+                f"token (token passthrough, which the MCP spec forbids): set {', '.join(OAUTH_NEEDS)} "
+                "(serve --auth oauth, docs/deploy.md), or bind to 127.0.0.1 for one person."
+            )
+        return replace(settings, auth="door-token")
+    missing = [name for name, value in zip(OAUTH_NEEDS, _oauth_values(settings), strict=True) if not value]
+    if missing:
+        raise ConfigError(
+            f"--auth oauth needs {', '.join(missing)}: set {'it' if len(missing) == 1 else 'them'} "
+            "(docs/deploy.md, 'Signing people in'), or use --auth door-token on a loopback address for one person."
+        )
+    for name, url in (("MAYA_OAUTH_ISSUER", settings.oauth_issuer), ("MAYA_PUBLIC_URL", settings.public_url)):
+        _check_url(name, str(url))
+    return replace(settings, auth="oauth")
+
+
+def _oauth_values(settings: Settings) -> tuple[str | None, ...]:
+    return (
+        settings.oauth_issuer,
+        settings.public_url,
+        settings.oauth_client_id,
+        settings.oauth_client_secret,
+        settings.credential_key,
+    )
+
+
+def _check_url(name: str, url: str) -> None:
+    """An ``https://`` URL, or ``http://`` on a loopback host (a local walk-through); no query or fragment."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    plain_ok = parts.scheme == "http" and is_loopback(parts.hostname or "")
+    if not parts.hostname or not (parts.scheme == "https" or plain_ok) or parts.query or parts.fragment:
+        raise ConfigError(
+            f"{name} must be an https:// URL without query or fragment (http:// only on a loopback host), "
+            f"not {url[:80]!r}."
+        )
+
+
+def _check_origin(origin: str) -> None:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path or parts.query or parts.fragment:
+        raise ConfigError(
+            f"MAYA_ALLOWED_ORIGINS entry {origin[:80]!r} is not an origin: write each as scheme://host[:port] "
+            "(no path, no trailing slash), comma-separated."
         )

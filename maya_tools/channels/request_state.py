@@ -8,7 +8,8 @@ is bound to. maya-tools gives it:
 
 - the key, ``MAYA_REQUEST_STATE_KEY``, shared by every replica (≥ 32 bytes of secret randomness);
   without it, a key made at start and held by this process alone, which suits one server;
-- the principal: the fingerprint of the request's bearer token over HTTP (DESIGN.md property 12),
+- the principal: with OAuth the verified person (``Principal.key``), else the fingerprint of the
+  request's bearer token over HTTP (DESIGN.md property 12),
   so a round replayed with another person's token is refused before any tool code runs.
 
 Several replicas on one card store without a shared key would refuse each other's rounds, so
@@ -30,7 +31,13 @@ from maya_tools.settings import KEY_BYTES, Settings, check_request_state_key
 
 
 def bearer_principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
-    """The token fingerprint of the HTTP request's bearer; None on stdio and in memory (one principal)."""
+    """With OAuth, the verified person's ``Principal.key``; else the token fingerprint of the HTTP
+    request's bearer; None on stdio and in memory (one principal)."""
+    from maya_tools.auth.resource import principal_of
+
+    person = principal_of(getattr(ctx.request, "scope", None) or {})
+    if person is not None:
+        return person.key
     headers = getattr(ctx.request, "headers", None)
     token = None if headers is None else bearer_of(headers.get("authorization"))
     return None if token is None else token_fingerprint(token)

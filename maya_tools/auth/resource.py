@@ -1,0 +1,179 @@
+"""``/mcp`` as an OAuth 2.1 protected resource (MCP authorization, RFC 9728, RFC 6750), built from the
+MCP SDK's own resource-server pieces (``mcp.server.auth``).
+
+- ``metadata_routes``: the Protected Resource Metadata at ``/.well-known/oauth-protected-resource``
+  and ``/.well-known/oauth-protected-resource/mcp`` (the SDK's handler; the second is the RFC 9728
+  §3.1 path of the resource ``<MAYA_PUBLIC_URL>/mcp``, the first is where clients that drop the
+  resource path look).
+- ``protect``: the SDK's ``AuthenticationMiddleware`` with its ``BearerAuthBackend`` (the verifier,
+  and the SDK's RFC 8707 resource check) and ``AuthContextMiddleware``, then ``RequireScopes``.
+- ``RequireScopes`` is the SDK's ``RequireAuthMiddleware`` with what the spec asks of a 401 and 403
+  that the SDK's leaves out: ``scope="maya.read maya.change"`` in every ``WWW-Authenticate``, no
+  ``error=`` when no token was sent (RFC 6750 §3.1), and a per-tool scope: ``tools/call`` of a tool
+  that is not read-only needs ``maya.change``, a read tool ``maya.read``, anything else either. The
+  tool is known only from the JSON-RPC body, so the body is read here (up to the SDK's own limit)
+  and replayed downstream unchanged: a step-up ``403 insufficient_scope`` is answered before any tool
+  code runs, so no card is made. The SDK has no per-tool hook that could still answer in HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
+
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from pydantic import AnyHttpUrl
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from maya_tools.auth.tokens import Principal, VerifiedToken
+
+READ = "maya.read"
+CHANGE = "maya.change"
+SCOPES: tuple[str, ...] = (READ, CHANGE)
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+
+
+def metadata_url(resource: str) -> str:
+    """Where ``resource``'s metadata is (RFC 9728 §3.1): what every ``WWW-Authenticate`` names."""
+    return str(build_resource_metadata_url(AnyHttpUrl(resource)))
+
+
+def metadata_routes(resource: str, issuer: str) -> list[Route]:
+    """The SDK's metadata route for ``resource``, served at both well-known paths."""
+    routes = create_protected_resource_routes(
+        resource_url=AnyHttpUrl(resource),
+        authorization_servers=[AnyHttpUrl(issuer)],
+        scopes_supported=list(SCOPES),
+        resource_name="maya-tools",
+    )
+    (route,) = routes
+    if route.path == METADATA_PATH:
+        return routes
+    return [*routes, Route(METADATA_PATH, endpoint=route.endpoint, methods=["GET", "OPTIONS"])]
+
+
+def protect(app: ASGIApp, *, verifier: TokenVerifier, resource: str, read_tools: Collection[str]) -> ASGIApp:
+    """``app`` behind a verified bearer token of ``resource`` and the scopes its calls need."""
+    guarded = RequireScopes(app, resource=resource, read_tools=read_tools)
+    backend = BearerAuthBackend(verifier, resource_server_url=AnyHttpUrl(resource))
+    return AuthenticationMiddleware(AuthContextMiddleware(guarded), backend=backend)
+
+
+def principal_of(scope: Scope) -> Principal | None:
+    """The verified person of a request that passed ``protect``; None without one (stdio, door-token)."""
+    user = scope.get("user")
+    if isinstance(user, AuthenticatedUser) and isinstance(user.access_token, VerifiedToken):
+        return user.access_token.principal
+    return None
+
+
+class RequireScopes(RequireAuthMiddleware):
+    """401 without a verified token, 403 ``insufficient_scope`` without the scope a call needs."""
+
+    def __init__(self, app: ASGIApp, *, resource: str, read_tools: Collection[str]) -> None:
+        super().__init__(app, [], AnyHttpUrl(metadata_url(resource)))
+        self.read_tools = frozenset(read_tools)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        user = scope.get("user")
+        if not isinstance(user, AuthenticatedUser):
+            tried = any(name.lower() == b"authorization" for name, _ in scope.get("headers", []))
+            if tried:
+                await self._send_auth_error(send, 401, "invalid_token", "The bearer token is not valid here")
+            else:
+                await self._send_auth_error(send, 401, "", "Authentication required")
+            return
+        held = set(user.scopes)
+        if not held & set(SCOPES):
+            await self._send_auth_error(send, 403, "insufficient_scope", "Required scope: maya.read or maya.change")
+            return
+        receive, tools = await _peek_tools(scope, receive)
+        for tool in tools:
+            needed = READ if tool in self.read_tools else CHANGE  # an unknown tool needs the most
+            if needed not in held:
+                shown = "".join(ch for ch in tool[:80] if ch.isalnum() or ch in "_-.") or "?"
+                await self._send_auth_error(
+                    send, 403, "insufficient_scope", f"Tool {shown} needs scope {needed}: sign in again granting it"
+                )
+                return
+        await self.app(scope, receive, send)
+
+    async def _send_auth_error(self, send: Send, status_code: int, error: str, description: str) -> None:
+        parts = [f'error="{error}"', f'error_description="{description}"'] if error else []
+        parts += [f'resource_metadata="{self.resource_metadata_url}"', f'scope="{" ".join(SCOPES)}"']
+        body = json.dumps({"error": error or "unauthorized", "error_description": description}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status_code,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", ("Bearer " + ", ".join(parts)).encode()),
+                    (b"cache-control", b"no-store"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _peek_tools(scope: Scope, receive: Receive) -> tuple[Receive, list[str]]:
+    """The tools a POST's ``tools/call`` names (none for anything else), and a ``receive`` that replays
+    the body read. A body past the SDK's limit is not parsed: the SDK refuses it (413) downstream."""
+    if scope.get("method") != "POST":
+        return receive, []
+    messages: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        if size > DEFAULT_MAX_REQUEST_BODY_SIZE or not message.get("more_body", False):
+            break
+    replay = _Replay(messages, receive)
+    if size > DEFAULT_MAX_REQUEST_BODY_SIZE or messages[-1]["type"] != "http.request":
+        return replay, []
+    return replay, _tools_of(b"".join(m.get("body", b"") for m in messages))
+
+
+def _tools_of(body: bytes) -> list[str]:
+    """The tools a JSON-RPC body calls (a batch, refused by both protocol generations, counts whole)."""
+    try:
+        parsed: Any = json.loads(body)
+    except ValueError:
+        return []  # the SDK answers a parse error; nothing runs
+    calls = parsed if isinstance(parsed, list) else [parsed]
+    return [
+        name if isinstance(name := call["params"].get("name"), str) else ""
+        for call in calls
+        if isinstance(call, dict) and call.get("method") == "tools/call" and isinstance(call.get("params"), dict)
+    ]
+
+
+class _Replay:
+    """``receive`` that first hands back the messages already read, then the real ``receive``."""
+
+    def __init__(self, messages: list[Message], receive: Receive) -> None:
+        self._messages = list(messages)
+        self._receive = receive
+
+    async def __call__(self) -> Message:
+        if self._messages:
+            return self._messages.pop(0)
+        return await self._receive()
+
+
+DoorTokenOf = Callable[[Principal], Awaitable[str | None]]
+"""How the runtime finds a person's own Door token (``DoorCredentials.get``)."""
