@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any
+from typing import Any, cast
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
@@ -49,7 +49,9 @@ def metadata_routes(resource: str, issuer: str) -> list[Route]:
     """The SDK's metadata route for ``resource``, served at both well-known paths."""
     routes = create_protected_resource_routes(
         resource_url=AnyHttpUrl(resource),
-        authorization_servers=[AnyHttpUrl(issuer)],
+        # as a string: the metadata model keeps it as written (AnyHttpUrl would add a "/", and an
+        # issuer identifier is compared exactly, RFC 8414 §3.3)
+        authorization_servers=[cast(AnyHttpUrl, issuer)],
         scopes_supported=list(SCOPES),
         resource_name="maya-tools",
     )

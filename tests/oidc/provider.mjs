@@ -80,7 +80,9 @@ const provider = new Provider(issuer, {
   clients,
   jwks: { keys },
   cookies: { keys: [randomBytes(32).toString('hex')] },
-  scopes: ['openid', 'offline_access', 'email', 'profile'],
+  // The MCP resource's scopes are listed too: a client registering by DCR names the scopes the
+  // resource's metadata advertises, and the provider accepts only scopes it lists here.
+  scopes: ['openid', 'offline_access', 'email', 'profile', ...RESOURCE_SCOPES.split(' ')],
   claims: {
     openid: ['sub'],
     email: ['email', 'email_verified'],

@@ -1,0 +1,251 @@
+"""``serve --auth oauth``'s HTTP app (``maya_tools.http.build_app``) in process, against the real test
+provider: the resource metadata, each refusal's status and ``WWW-Authenticate``, the step-up 403
+that makes no card, and the person's own Door token (never the MCP token) reaching Door."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from mcp.shared.exceptions import MCPError
+
+from reference_backend.backend import ReferenceBackend
+from reference_backend.clock import ManualClock
+from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_MEMBER_TOKEN
+from tests.maya_tools.auth.conftest import OTHER_RESOURCE
+from tests.maya_tools.auth.served import METADATA, PUBLIC_URL, RESOURCE, SCOPE_PARAM, Served, served
+from tests.oidc import ADMIN, MEMBER, OpenIDProvider, claims_of
+
+pytestmark = pytest.mark.anyio
+
+MODES = ["legacy", "modern"]
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+SCALE = {"cluster": "payments-prod", "pool": "workers", "count": 3}
+
+
+def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def segment(value: dict[str, Any]) -> str:
+    return b64(json.dumps(value).encode())
+
+
+@pytest.fixture
+def backend() -> ReferenceBackend:
+    return ReferenceBackend(clock=ManualClock(), seed="demo")
+
+
+@pytest.fixture
+async def site(
+    provider: OpenIDProvider, backend: ReferenceBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Served]:
+    async with served(provider, backend, tmp_path / "cards.sqlite3", monkeypatch) as running:
+        yield running
+
+
+async def refused(site: Served, token: str | None) -> httpx2.Response:
+    async with site.http(token) as http:
+        return await http.post("/mcp", json=LIST, headers={"accept": "application/json, text/event-stream"})
+
+
+# --- the metadata --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"])
+async def test_the_protected_resource_metadata_names_the_resource_issuer_and_scopes(
+    site: Served, provider: OpenIDProvider, path: str
+) -> None:
+    async with site.http() as http:
+        response = await http.get(path)
+
+    assert response.status_code == 200
+    document = response.json()
+    assert document["resource"] == RESOURCE
+    assert document["authorization_servers"] == [provider.issuer]
+    assert document["scopes_supported"] == ["maya.read", "maya.change"]
+    assert document["bearer_methods_supported"] == ["header"]
+
+
+# --- 401: each refusal ---------------------------------------------------------------------------
+
+
+async def test_no_token_is_401_naming_the_metadata_and_the_scopes(site: Served) -> None:
+    response = await refused(site, None)
+
+    assert response.status_code == 401
+    challenge = response.headers["www-authenticate"]
+    assert challenge == f'Bearer resource_metadata="{METADATA}", {SCOPE_PARAM}'
+
+
+async def assert_invalid_token(site: Served, token: str) -> None:
+    response = await refused(site, token)
+    assert response.status_code == 401, response.text
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith('Bearer error="invalid_token"')
+    assert f'resource_metadata="{METADATA}"' in challenge and SCOPE_PARAM in challenge
+    assert token not in response.text
+
+
+async def test_an_expired_token_is_401(site: Served, provider: OpenIDProvider, client_http: httpx2.AsyncClient) -> None:
+    token = await provider.access_token(client_http, ADMIN)
+    site.runtime.verifier._clock = lambda: claims_of(token)["exp"] + 3600  # type: ignore[union-attr]
+
+    await assert_invalid_token(site, token)
+
+
+async def test_a_token_for_another_resource_is_401(
+    site: Served, provider: OpenIDProvider, client_http: httpx2.AsyncClient
+) -> None:
+    token = await provider.access_token(client_http, ADMIN, resource=OTHER_RESOURCE)
+    assert claims_of(token)["aud"] == OTHER_RESOURCE
+
+    await assert_invalid_token(site, token)
+
+
+async def test_another_issuers_token_is_401(site: Served, client_http: httpx2.AsyncClient) -> None:
+    with OpenIDProvider([RESOURCE]).running() as other:
+        token = await other.access_token(client_http, ADMIN)
+    assert claims_of(token)["aud"] == RESOURCE  # for this very resource, from someone else
+
+    await assert_invalid_token(site, token)
+
+
+async def test_alg_none_is_401(site: Served, provider: OpenIDProvider, client_http: httpx2.AsyncClient) -> None:
+    token = await provider.access_token(client_http, ADMIN)
+    header = jwt.get_unverified_header(token)
+
+    await assert_invalid_token(site, f"{segment({**header, 'alg': 'none'})}.{segment(claims_of(token))}.")
+
+
+async def test_an_hmac_token_signed_with_the_public_key_is_401(
+    site: Served, provider: OpenIDProvider, client_http: httpx2.AsyncClient
+) -> None:
+    token = await provider.access_token(client_http, ADMIN)
+    header = jwt.get_unverified_header(token)
+    jwk = next(k for k in (await provider.jwks(client_http))["keys"] if k["kid"] == header["kid"])
+    public_pem = jwt.PyJWK(jwk).key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    signing_input = f"{segment({**header, 'alg': 'HS256'})}.{segment(claims_of(token))}"
+    forged = f"{signing_input}.{b64(hmac.new(public_pem, signing_input.encode(), hashlib.sha256).digest())}"
+
+    await assert_invalid_token(site, forged)
+
+
+# --- 403: scopes ---------------------------------------------------------------------------------
+
+
+async def test_a_token_without_maya_change_gets_a_step_up_403_on_a_change_tool_and_no_card(
+    site: Served, provider: OpenIDProvider, client_http: httpx2.AsyncClient
+) -> None:
+    await site.connect_door(MEMBER, DEMO_MEMBER_TOKEN)
+    token = await provider.access_token(client_http, MEMBER, scopes=["openid", "email", "maya.read"])
+
+    async with site.http(token) as http:
+        response = await http.post(
+            "/mcp",
+            json=call("scale_node_pool", SCALE),
+            headers={"accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28"},
+        )
+
+    assert response.status_code == 403
+    assert response.headers["www-authenticate"] == (
+        'Bearer error="insufficient_scope", error_description="Tool scale_node_pool needs scope maya.change: '
+        f'sign in again granting it", resource_metadata="{METADATA}", {SCOPE_PARAM}'
+    )
+    assert await site.cards() == []
+    assert site.door_bearers == []  # nothing reached Door
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_read_token_reads_with_the_persons_own_door_token_but_cannot_change(
+    site: Served, provider: OpenIDProvider, client_http: httpx2.AsyncClient, mode: str
+) -> None:
+    await site.connect_door(MEMBER, DEMO_MEMBER_TOKEN)
+    token = await provider.access_token(client_http, MEMBER, scopes=["openid", "email", "maya.read"])
+
+    async with site.mcp(token, mode) as client:
+        listed = await client.call_tool("list_clusters", {})
+        assert not listed.is_error, listed.content
+        with pytest.raises(MCPError):  # the SDK's client reports the HTTP 403 as an error response
+            await client.call_tool("scale_node_pool", SCALE)
+
+    assert await site.cards() == []
+    assert site.door_bearers and set(site.door_bearers) == {f"Bearer {DEMO_MEMBER_TOKEN}"}
+    assert not any(token in bearer for bearer in site.door_bearers)
+
+
+async def test_a_token_with_neither_scope_is_403_on_any_call(
+    site: Served, provider: OpenIDProvider, client_http: httpx2.AsyncClient
+) -> None:
+    token = await provider.access_token(client_http, ADMIN, scopes=["openid", "email"])
+
+    response = await refused(site, token)
+
+    assert response.status_code == 403
+    assert response.headers["www-authenticate"].startswith('Bearer error="insufficient_scope"')
+    assert SCOPE_PARAM in response.headers["www-authenticate"]
+
+
+# --- the person and their Door token -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_without_a_connected_door_token_nothing_reaches_door_and_the_person_is_sent_to_connect(
+    site: Served, provider: OpenIDProvider, client_http: httpx2.AsyncClient, mode: str
+) -> None:
+    token = await provider.access_token(client_http, ADMIN)
+
+    async with site.mcp(token, mode) as client:
+        result = await client.call_tool("list_clusters", {})
+
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert f"{PUBLIC_URL}/connect" in text and "Door" in text
+    assert site.door_bearers == []
+    assert DEMO_ADMIN_TOKEN not in text  # DOOR_TOKEN never serves a caller
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_two_people_are_two_principals_who_cannot_see_each_others_cards(
+    site: Served, provider: OpenIDProvider, client_http: httpx2.AsyncClient, mode: str
+) -> None:
+    await site.connect_door(ADMIN, DEMO_ADMIN_TOKEN)
+    member_person = await site.connect_door(MEMBER, DEMO_MEMBER_TOKEN)
+    admin_token = await provider.access_token(client_http, ADMIN)
+    member_token = await provider.access_token(client_http, MEMBER)
+
+    async with site.mcp(member_token, mode) as member:  # no elicitation: the card stays pending
+        planned = await member.call_tool("scale_node_pool", SCALE)
+    assert planned.structured_content is not None, planned.content
+    card_id = planned.structured_content["card"]["id"]
+    (card,) = await site.cards()
+    assert card.principal == member_person.key  # issuer + sub, never a token
+
+    async with site.mcp(admin_token, mode) as admin:
+        seen = await admin.call_tool("get_card", {"card_id": card_id})
+        own = await admin.call_tool("scale_node_pool", SCALE)
+    assert seen.is_error and card_id in seen.content[0].text  # type: ignore[union-attr]
+    assert own.structured_content is not None
+
+    async with site.mcp(member_token, mode) as member:
+        mine = await member.call_tool("get_card", {"card_id": card_id})
+        theirs = await member.call_tool("get_card", {"card_id": own.structured_content["card"]["id"]})
+    assert not mine.is_error and mine.structured_content is not None
+    assert theirs.is_error
+    assert {f"Bearer {DEMO_ADMIN_TOKEN}", f"Bearer {DEMO_MEMBER_TOKEN}"} == set(site.door_bearers)
+    assert not any(t in b for b in site.door_bearers for t in (admin_token, member_token))
