@@ -249,3 +249,122 @@ async def test_two_people_are_two_principals_who_cannot_see_each_others_cards(
     assert theirs.is_error
     assert {f"Bearer {DEMO_ADMIN_TOKEN}", f"Bearer {DEMO_MEMBER_TOKEN}"} == set(site.door_bearers)
     assert not any(t in b for b in site.door_bearers for t in (admin_token, member_token))
+
+
+# --- browser hosts (CORS) ------------------------------------------------------------------------
+
+BROWSER_HOST = "https://chat.door.test"
+
+
+@pytest.fixture
+async def cors_site(
+    provider: OpenIDProvider, backend: ReferenceBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Served]:
+    extra = {"allowed_origins": (BROWSER_HOST, "https://other-host.door.test")}
+    async with served(provider, backend, tmp_path / "cards.sqlite3", monkeypatch, **extra) as running:
+        yield running
+
+
+PREFLIGHT = {"access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type"}
+
+
+async def test_a_preflight_of_an_allowed_origin_is_answered_without_a_token(cors_site: Served) -> None:
+    async with cors_site.http() as http:
+        response = await http.options("/mcp", headers={"origin": BROWSER_HOST, **PREFLIGHT})
+
+    assert response.status_code == 204
+    assert response.headers["access-control-allow-origin"] == BROWSER_HOST
+    allowed = {h.strip().lower() for h in response.headers["access-control-allow-headers"].split(",")}
+    assert {"authorization", "content-type", "mcp-session-id", "mcp-protocol-version", "last-event-id"} <= allowed
+    assert "POST" in response.headers["access-control-allow-methods"]
+    assert "access-control-allow-credentials" not in response.headers
+
+
+async def test_an_allowed_origins_401_exposes_www_authenticate_and_the_session_headers(cors_site: Served) -> None:
+    async with cors_site.http() as http:
+        response = await http.post(
+            "/mcp", json=LIST, headers={"origin": BROWSER_HOST, "accept": "application/json, text/event-stream"}
+        )
+
+    assert response.status_code == 401
+    assert response.headers["access-control-allow-origin"] == BROWSER_HOST
+    exposed = {h.strip().lower() for h in response.headers["access-control-expose-headers"].split(",")}
+    assert {"www-authenticate", "mcp-session-id", "mcp-protocol-version"} <= exposed
+
+
+async def test_an_allowed_origin_reaches_the_mcp_session_with_its_token(
+    cors_site: Served, provider: OpenIDProvider, client_http: httpx2.AsyncClient
+) -> None:
+    token = await provider.access_token(client_http, ADMIN)
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    async with cors_site.http(token) as http:
+        response = await http.post(
+            "/mcp", json=initialize, headers={"origin": BROWSER_HOST, "accept": "application/json, text/event-stream"}
+        )
+
+    assert response.status_code == 200, response.text
+    assert response.headers["access-control-allow-origin"] == BROWSER_HOST
+    assert "mcp-session-id" in response.headers  # the SDK's Origin check let the allowed origin through
+
+
+@pytest.mark.parametrize("origin", ["https://evil.door.test", "https://chat.door.test.evil.test", "null"])
+async def test_another_origin_gets_no_cors_headers(
+    cors_site: Served, provider: OpenIDProvider, client_http: httpx2.AsyncClient, origin: str
+) -> None:
+    token = await provider.access_token(client_http, ADMIN)
+    async with cors_site.http() as http:
+        preflight = await http.options("/mcp", headers={"origin": origin, **PREFLIGHT})
+    async with cors_site.http(token) as http:
+        post = await http.post(
+            "/mcp", json=LIST, headers={"origin": origin, "accept": "application/json, text/event-stream"}
+        )
+
+    for response in (preflight, post):
+        assert not [name for name in response.headers if name.lower().startswith("access-control-")]
+    assert preflight.status_code == 401  # not answered as a preflight: it met the bearer check
+    assert post.status_code == 403  # the SDK's Origin protection (DNS rebinding) still refuses it
+
+
+async def test_the_connect_page_and_sign_in_are_served_next_to_mcp_without_a_bearer(site: Served) -> None:
+    async with site.http() as http:
+        connect = await http.get("/connect")
+        login = await http.get("/auth/login", params={"return_to": "/connect"})
+
+    assert connect.status_code in (302, 303), connect.text
+    assert connect.headers["location"].startswith("/auth/login")
+    assert login.status_code in (302, 303)
+    assert login.headers["location"].startswith(site.provider.metadata["authorization_endpoint"])
+
+
+async def test_a_session_belongs_to_the_person_not_to_one_of_their_tokens(
+    site: Served, provider: OpenIDProvider, client_http: httpx2.AsyncClient
+) -> None:
+    """A refreshed token of the same person keeps their MCP session; another person's is told it does not exist."""
+    first = await provider.access_token(client_http, ADMIN)
+    refreshed = await provider.access_token(client_http, ADMIN)
+    other = await provider.access_token(client_http, MEMBER)
+    assert first != refreshed
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    accept = {"accept": "application/json, text/event-stream"}
+    async with site.http(first) as http:
+        opened = await http.post("/mcp", json=initialize, headers=accept)
+    session = opened.headers["mcp-session-id"]
+    headers = {**accept, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+
+    async with site.http(refreshed) as http:
+        same_person = await http.post("/mcp", json=LIST, headers=headers)
+    async with site.http(other) as http:
+        other_person = await http.post("/mcp", json=LIST, headers=headers)
+
+    assert same_person.status_code == 200, same_person.text
+    assert other_person.status_code == 404
