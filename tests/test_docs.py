@@ -51,6 +51,11 @@ NOT_RUN = {
     ("deploy.md", "needs your PostgreSQL, your Door and a key; tests/maya_tools/test_replicas_live.py starts the same"),
     (
         "deploy.md",
+        "needs your identity provider, your Door and your keys; tests/maya_tools/auth/test_serve_oauth.py starts the same "
+        "with the test provider",
+    ),
+    (
+        "deploy.md",
         "needs your card store (tests/confirmation_cards/test_cards_cli.py runs these on SQLite and PostgreSQL)",
     ),
 }
