@@ -146,15 +146,20 @@ class PersonAtTheBrowser:
     """The SDK's ``redirect_handler`` and ``callback_handler``: ``user`` opens the authorization URL,
     signs in and consents at the provider by its own form posts, and hands back the redirect's code."""
 
-    def __init__(self, provider: OpenIDProvider, user: User) -> None:
+    def __init__(self, provider: OpenIDProvider, user: User, *, first_consent: str | None = None) -> None:
         self.provider = provider
         self.user = user
+        self.first_consent = first_consent
+        """The scopes the person grants at their first sign-in, fewer than asked (as a consent screen with
+        boxes to untick lets them); later sign-ins grant what is asked."""
         self.opened: list[str] = []
         self._callback: asyncio.Future[dict[str, list[str]]] | None = None
 
     async def redirect(self, authorization_url: str) -> None:
         self.opened.append(authorization_url)
         params = {name: values[0] for name, values in parse_qs(urlsplit(authorization_url).query).items()}
+        if self.first_consent is not None and len(self.opened) == 1:
+            params["scope"] = self.first_consent
         callback = await self.provider._browse(self.user, params, params["redirect_uri"])
         self._callback = asyncio.get_running_loop().create_future()
         self._callback.set_result(callback)
@@ -167,9 +172,9 @@ class PersonAtTheBrowser:
 
 
 def oauth_client(
-    world: World, user: User, storage: Memory, scope: str = "maya.read maya.change"
+    world: World, user: User, storage: Memory, scope: str = "maya.read maya.change", first_consent: str | None = None
 ) -> OAuthClientProvider:
-    browser = PersonAtTheBrowser(world.provider, user)
+    browser = PersonAtTheBrowser(world.provider, user, first_consent=first_consent)
     provider = OAuthClientProvider(
         world.mcp_url,
         OAuthClientMetadata(
@@ -263,3 +268,30 @@ async def test_a_member_is_refused_by_doors_rule_with_their_own_door_token(fresh
         assert "R-AUTH-03" in failed.structured_content["message"]
     else:
         assert failed.is_error and "R-AUTH-03" in failed.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_read_only_sign_in_steps_up_when_the_person_asks_for_a_change(fresh: World, mode: str) -> None:
+    """The person granted only ``maya.read`` at sign-in: reads work, and a change meets the 403
+    ``insufficient_scope``; the SDK's client signs them in again for the scopes the challenge names
+    (step-up) and retries, and the change then makes its card and is approved."""
+    world = fresh
+    await world.connect_door(ADMIN, DEMO_ADMIN_TOKEN)
+    storage = Memory()
+    auth = oauth_client(world, ADMIN, storage, first_consent="maya.read")
+    kwargs = {"mode": "legacy"} if mode == "legacy" else {}
+    async with (
+        client_for(auth, []) as http,
+        Client(
+            streamable_http_client(world.mcp_url, http_client=http), elicitation_callback=Person("accept"), **kwargs
+        ) as client,
+    ):
+        listed = await client.call_tool("list_clusters", {})
+        assert storage.tokens is not None and "maya.change" not in (storage.tokens.scope or "")
+        done = await client.call_tool("scale_node_pool", SCALE)
+
+    assert not listed.is_error
+    assert done.structured_content is not None and done.structured_content["changed"] is True, done.content
+    _, second = auth.browser.opened  # type: ignore[attr-defined]
+    assert set(parse_qs(urlsplit(second).query)["scope"][0].split()) >= {"maya.read", "maya.change"}
+    assert "maya.change" in (storage.tokens.scope or "")
