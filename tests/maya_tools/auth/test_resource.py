@@ -16,7 +16,10 @@ import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import ElicitResult
 
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
@@ -368,3 +371,42 @@ async def test_a_session_belongs_to_the_person_not_to_one_of_their_tokens(
 
     assert same_person.status_code == 200, same_person.text
     assert other_person.status_code == 404
+
+
+class SwitchingPerson:
+    """Answers the card's form, first switching the client's bearer (as a token refresh would)."""
+
+    def __init__(self, http: httpx2.AsyncClient, token: str) -> None:
+        self.http = http
+        self.token = token
+
+    async def __call__(self, context: Any, params: Any) -> ElicitResult:
+        self.http.headers["authorization"] = f"Bearer {self.token}"
+        return ElicitResult(action="accept", content={"approve": True})
+
+
+@pytest.mark.parametrize(("user", "counts"), [(ADMIN, True), (MEMBER, False)], ids=["refreshed", "another-person"])
+async def test_a_request_state_round_is_bound_to_the_person_not_to_one_token(
+    site: Served, provider: OpenIDProvider, client_http: httpx2.AsyncClient, user: Any, counts: bool
+) -> None:
+    """2026-07-28: the card's answer comes back with ``requestState``. Answered with a refreshed token of
+    the same person it counts; answered with another person's token it is refused and nothing runs."""
+    await site.connect_door(ADMIN, DEMO_ADMIN_TOKEN)
+    await site.connect_door(MEMBER, DEMO_MEMBER_TOKEN)
+    first = await provider.access_token(client_http, ADMIN)
+    answering = await provider.access_token(client_http, user)
+    async with site.http(first) as http:
+        person = SwitchingPerson(http, answering)
+        async with Client(streamable_http_client(RESOURCE, http_client=http), elicitation_callback=person) as client:
+            if counts:
+                done = await client.call_tool("scale_node_pool", SCALE)
+            else:
+                with pytest.raises(MCPError) as refused:
+                    await client.call_tool("scale_node_pool", SCALE)
+
+    if counts:
+        assert done.structured_content is not None and done.structured_content["changed"] is True, done.content
+    else:
+        assert "requestState" in str(refused.value) or "Invalid" in str(refused.value), refused.value
+        assert (await site.cards())[0].status.value == "pending"  # the answer changed nothing
+        assert f"Bearer {DEMO_MEMBER_TOKEN}" not in site.door_bearers  # nothing ran for the member
