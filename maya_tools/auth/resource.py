@@ -19,7 +19,7 @@ MCP SDK's own resource-server pieces (``mcp.server.auth``).
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Collection
 from typing import Any, cast
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
@@ -91,13 +91,26 @@ class RequireScopes(RequireAuthMiddleware):
         if not isinstance(user, AuthenticatedUser):
             tried = any(name.lower() == b"authorization" for name, _ in scope.get("headers", []))
             if tried:
-                await self._send_auth_error(send, 401, "invalid_token", "The bearer token is not valid here")
+                await self._send_auth_error(
+                    send,
+                    401,
+                    "invalid_token",
+                    "The access token is not accepted (expired, for another resource or issuer, or not signed "
+                    "by the issuer): sign in again",
+                )
             else:
-                await self._send_auth_error(send, 401, "", "Authentication required")
+                await self._send_auth_error(
+                    send, 401, "", "Sign in: send an OAuth access token for this server as Authorization: Bearer"
+                )
             return
         held = set(user.scopes)
         if not held & set(SCOPES):
-            await self._send_auth_error(send, 403, "insufficient_scope", "Required scope: maya.read or maya.change")
+            await self._send_auth_error(
+                send,
+                403,
+                "insufficient_scope",
+                "The token has neither maya.read nor maya.change: sign in granting them",
+            )
             return
         receive, tools = await _peek_tools(scope, receive)
         for tool in tools:
@@ -175,7 +188,3 @@ class _Replay:
         if self._messages:
             return self._messages.pop(0)
         return await self._receive()
-
-
-DoorTokenOf = Callable[[Principal], Awaitable[str | None]]
-"""How the runtime finds a person's own Door token (``DoorCredentials.get``)."""
