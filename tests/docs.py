@@ -27,7 +27,12 @@ NOT_RUN = "# not run:"
 INSTALL = "python3 -m venv .venv && .venv/bin/pip install -q -e . && "
 """The first half of the README's demo command: it needs the package index; MAYA_DOCS_INSTALL=1 runs it."""
 
-SERVER = re.compile(r"\bmaya[-_]tools(?:\.cli)? (?:serve .*--transport streamable-http|reference-backend)\b")
+SERVER = re.compile(
+    r"\bmaya[-_]tools(?:\.cli)? (?:serve .*--transport streamable-http|reference-backend)\b"
+    r"|\bnode tests/oidc/provider\.mjs\b"  # the test OpenID provider of deploy.md's walk-through
+)
+NPM_CI = re.compile(r"^\(cd (tests/[\w/]+) && npm ci\)$")
+"""`npm ci` of one of the repository's package folders, as a newcomer runs it once."""
 DEMO_TOKEN = "demo-admin-token"
 DEFAULT_PORTS = {"serve": 8765, "reference-backend": 8642}
 
@@ -209,6 +214,13 @@ class Session:
         exports: list[str] = []
         chunk: list[str] = []
         for command in [*commands(block), None]:
+            if command is not None and (folder := NPM_CI.match(command)):
+                # The same `npm ci` from the committed lockfile, through the helper the suite uses: a plain
+                # `npm ci` would delete node_modules under the tests that run the provider at the same time.
+                from tests.node import node_modules
+
+                node_modules(REPO / folder.group(1))
+                continue
             if command is not None and not is_server(command):
                 chunk.append(command)
                 continue

@@ -54,6 +54,7 @@ NOT_RUN = {
         "needs your identity provider, your Door and your keys; tests/maya_tools/auth/test_serve_oauth.py starts the same "
         "with the test provider",
     ),
+    ("deploy.md", "needs a Keycloak server"),
     (
         "deploy.md",
         "needs your card store (tests/confirmation_cards/test_cards_cli.py runs these on SQLite and PostgreSQL)",
