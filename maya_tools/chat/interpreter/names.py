@@ -112,7 +112,28 @@ def candidates(word: str, names: Iterable[str]) -> tuple[str, ...]:
         return parts
     if len(word) < 4:
         return ()
-    return tuple(sorted(difflib.get_close_matches(word, names, n=5, cutoff=FUZZY_CUTOFF)))
+    close = difflib.get_close_matches(word, names, n=5, cutoff=FUZZY_CUTOFF)
+    # a shared prefix lifts difflib's ratio ("payments-dev" is 0.8 of "payments-prod"): a typo also
+    # changes few letters, so another cluster's name is never read as a listed one (property 3); when
+    # one is that close, every close name stays a candidate (two are asked about, property 4)
+    if not any(edits(word, n) <= max(1, len(n) // 6) for n in close):
+        return ()
+    return tuple(sorted(close))
+
+
+def edits(a: str, b: str) -> int:
+    """Edits (insert, delete, change, swap of two neighbours) from ``a`` to ``b``."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, prev2[j - 2] + 1)
+            row.append(cost)
+        prev2, prev = prev, row
+    return prev[-1]
 
 
 def _node_names(listed: Any, pools: Mapping[str, Any]) -> tuple[str, ...]:

@@ -36,7 +36,10 @@ def find_numbers(r: Reading) -> None:
         r.high = int(m[1])
     if m := re.search(rf"\b(\d+)\s+(?:more|extra|additional)\b|\badd\s+(\d+)\s+{UNITS}", t):
         r.delta = int(m[1] or m[2])
-    elif m := re.search(rf"\b(\d+)\s+(?:fewer|less)\b|\b(?:remove|drop)\s+(\d+)\s+{UNITS}", t):
+    elif m := re.search(
+        rf"\b(\d+)\s+(?:fewer|less)\b|\b(?:remove|drop|delete|kill|take(?:\s+(?:away|out|off))?|subtract|lose)\s+(\d+)\s+{UNITS}",
+        t,
+    ):
         r.delta = -int(m[1] or m[2])
     elif m := re.search(r"\bby\s+(\d+)\b", t):
         down = re.search(r"\b(?:down|decrease|shrink|reduce|lower|fewer|less|remove|cut)\b", t)
@@ -59,7 +62,12 @@ def find_names(r: Reading, world: World) -> None:
     if m := re.search(rf"\b(?:named|called|call\s+it|name)\s+({NAME})\b(?!\s*=)", t):
         r.name = m[1] if m[1] not in VOCABULARY else None
     for m in re.finditer(rf"\b(?:node\s*)?pool\s*:?\s+(?:named\s+|called\s+)?({NAME})", t):
-        if (CREATE.search(t) or NEW_POOL.search(t)) and m[1] not in VOCABULARY and not re.fullmatch(SIZE, m[1]):
+        if (
+            (CREATE.search(t) or NEW_POOL.search(t))
+            and m[1] not in VOCABULARY
+            and not m[1].isdigit()
+            and not re.fullmatch(SIZE, m[1])
+        ):
             r.name = r.name or m[1]
             break
     words = [w.strip(".-_") for w in re.findall(r"[a-z0-9][a-z0-9_.\-]*", t)]

@@ -184,7 +184,7 @@ def bounds(text: str) -> Bounds:
         text,
     )
     moved = moved or re.search(
-        r"\b(floor|ceiling|cap|limit|min(?:imum)?|max(?:imum)?)\s+(?:(?:on|for|of)\s+)?(?:the\s+)?"
+        r"\b(floor|ceiling|cap|limit|min(?:imum)?|max(?:imum)?)\s+(?:(?:nodes?|count|size)\s+)?(?:(?:on|for|of)\s+)?(?:the\s+)?"
         r"[a-z0-9][a-z0-9-]*\s+(?:(?:node\s*)?pool\s+)?(?:at|to)\s+(\d+)",
         text,
     )  # "cap batch at 6", "set the max for batch to 6"

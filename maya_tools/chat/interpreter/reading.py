@@ -82,7 +82,9 @@ def read(request: str, world: World, context: str = "") -> Reading:
     said = normalize(request)
     said = _BOUND_KEYS.sub(r"\1 \2", said)
     said = _JSON_LABELS.sub(lambda m: " " + " ".join(f"{k}={v}" for k, v in _JSON_PAIR.findall(m[1])) + " ", said)
-    said = re.sub(r"(?<=[A-Za-z0-9_])\s*:\s+(?=[A-Za-z0-9_.-]+(?:\s*,|\s*$))", "=", said)  # "owner: alice"
+    said = re.sub(
+        r"(?<=[A-Za-z0-9_])\s*:\s+(?![\d.\-–]+(?:\s*,|\s*$))(?=[A-Za-z0-9_.-]+(?:\s*,|\s*$))", "=", said
+    )  # "owner: alice"
     said = re.sub(r"[,;]\s*(?=[A-Za-z0-9_.-]+=)", " ", said)
     pairs = {k.lower(): v for k, v in _PAIR.findall(said)}
     card = _CARD.search(said)
@@ -175,6 +177,10 @@ def _label_mode(r: Reading, text: str, pairs: dict[str, str]) -> None:
         r.label_mode = "clear"
     elif m := re.search(r"\b(?:remove|drop|delete|strip)\s+(?:the\s+)?([a-z0-9_./-]+)\s+(?:label|tag)\b", text):
         r.label_mode, r.drop_keys = "drop", (m[1],)
+    elif m := re.search(
+        r"\b(?:remove|drop|delete|strip|unset)\s+(?:the\s+)?(?:label|tag)\s+(?:key\s+)?([a-z0-9_./-]+)\b", text
+    ):
+        r.label_mode, r.drop_keys = "drop", (m[1],)  # "remove label team from workers"
     elif re.search(r"\b(?:add|also|plus|another|extra|too|as\s+well|keep)\b", r.said) and pairs:
         r.label_mode = "add"
     elif m := re.search(
@@ -233,7 +239,8 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return "tier"
     if (
         re.search(
-            r"\b(?:bigger|smaller|larger|beefier|more\s+powerful)\s+(?:machines|nodes|instances|tier|vms|boxes)\b", text
+            r"\b(?:bigger|smaller|larger|beefier|more\s+powerful)\s+(?:machines?|nodes?|instances?|tiers?|vms?|box(?:es)?|types?)\b",
+            text,
         )
         and has_pool
     ):
