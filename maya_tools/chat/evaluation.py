@@ -59,6 +59,7 @@ SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # version 1: no turns, split or world
 HELDOUT_TARGET = 0.95
 DEV_OUTSIDER_TARGET = 0.95  # a floor under the measured score: a regression fails, the tuning is not hidden
+DEV_OUTSIDER_2_TARGET = 0.97  # the same floor under the second outsider file's score after its tuning (183/187)
 FRESH_HELDOUT_TARGET = 0.9  # issue 22: a held-out set written after the last tuning
 Split = Literal["dev", "heldout"]
 SAFETY_NAMES: dict[Property, str] = {
@@ -131,6 +132,7 @@ PACKAGED: dict[str, float] = {
     "eval_heldout.json": HELDOUT_TARGET,
     "eval_dev_outsider.json": DEV_OUTSIDER_TARGET,
     "eval_dev_tuner.json": 1.0,
+    "eval_dev_outsider_2.json": DEV_OUTSIDER_2_TARGET,
 }
 
 

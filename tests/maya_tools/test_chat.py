@@ -566,7 +566,7 @@ async def test_offline_refusals_name_the_rule_and_the_fix(server: MCPServer[Any]
         await repl(terminal, await open_session(client, terminal, anthropic_client=None, model="unused"))
     shown = out.getvalue()
     assert await operations(door) == before
-    assert "Nothing was changed. Refused before any change" in shown
+    assert "Nothing was changed. Turn autoscaling on with bounds" in shown  # no card: the interpreter knows the rule
     assert "R-PATCH-04" in shown and "Turn autoscaling on with bounds" in shown
     assert "R-DEL-01" in shown and "add another pool first" in shown  # the interpreter knows it is the last one
 

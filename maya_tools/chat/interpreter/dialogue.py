@@ -196,9 +196,10 @@ class Interpreter:
         if self.last is not None:  # "and on staging?", "now the same for payments-staging"
             base = replace(self.last, count=None, delta=None, low=None, high=None)
             return _from_reading(self.last.intent, r, base)
-        if r.clusters or r.cluster_typed:
+        if r.clusters or (r.cluster_typed and not r.pools):  # a listed pool before a guessed cluster ("at night")
             return _from_reading("get_cluster", r)
         if r.pools:  # "we don't really use batch anymore": show it, change nothing
+            r.cluster_typed = None  # "at night" was only a guess; the pool names its cluster
             return _from_reading("list_pools", r)
         return None
 
@@ -333,6 +334,8 @@ class Interpreter:
                 )
             if count > MAX_COUNT:
                 raise Refusal(texts.too_many(count, MAX_COUNT))
+            if count == 0 and info is not None and info.count is not None and not info.auto_scale:
+                raise Refusal(texts.zero_fixed(p or "", c or ""))  # "scale general to zero": no card, as Door would
             if not relative and info is not None and info.auto_scale:
                 raise Question(texts.fixed_or_bounds(p or "", c or "", info.min_nodes, info.max_nodes, count), f)
             before = (info.count, count) if relative and info is not None and info.count is not None else None
@@ -369,6 +372,8 @@ class Interpreter:
             info = self.world.pool(c or "", p or "")
             if f.soft_off and info is not None and not info.auto_scale and f.count is not None:
                 return ToolCall("scale_node_pool", {**where, "pool": p, "count": f.count})
+            if info is not None and not info.auto_scale and f.count is None and info.count is not None:
+                raise Question(texts.already_fixed(p or "", c or "", info.count), f)  # a card that changes nothing
             if info is not None and info.auto_scale and f.count is None and info.count is not None:
                 keep = {"count": info.count}  # R-PATCH-06: turning autoscaling off keeps the count
             return ToolCall("scale_node_pool", {**where, "pool": p, "auto_scale": False, **keep})
@@ -417,6 +422,9 @@ class Interpreter:
             if f.size is None:
                 tiers = texts.one_of(tuple(self.world.tiers)) if self.world.tiers else "one of 'list machine tiers'"
                 raise Question(f"Which machine tier should pool {p} on {c} move to: {tiers}?", f)
+            if (now := self.world.pool(c or "", p or "")) is not None and now.size == f.size:
+                tiers = texts.one_of(tuple(t for t in self.world.tiers if t != f.size))
+                raise Question(f"Pool {p} on {c} already runs {f.size}: which tier should it move to: {tiers}?", f)
             keep = {"keep_name": True} if f.keep_name else {}
             return ToolCall("change_pool_tier", {**where, "pool": p, "size": f.size, **keep})
         if f.intent == "replace":

@@ -59,13 +59,14 @@ def find_numbers(r: Reading) -> None:
 def find_names(r: Reading, world: World) -> None:
     """Clusters, pools, a node and a new pool's name: explicit forms first, then any word the server lists."""
     t = r.text
-    if m := re.search(rf"\b(?:named|called|call\s+it|name)\s+({NAME})\b(?!\s*=)", t):
+    if m := re.search(rf"\b(?:named|called|call\s+it|name\s+it|name)\s+({NAME})\b(?!\s*=)", t):
         r.name = m[1] if m[1] not in VOCABULARY else None
     for m in re.finditer(rf"\b(?:node\s*)?pool\s*:?\s+(?:named\s+|called\s+)?({NAME})", t):
         if (
             (CREATE.search(t) or NEW_POOL.search(t))
             and m[1] not in VOCABULARY
             and not m[1].isdigit()
+            and (m[1] not in world.pools() or NEW_POOL.search(t) or re.search(r"\bnew\b", t))
             and not re.fullmatch(SIZE, m[1])
         ):
             r.name = r.name or m[1]
@@ -112,6 +113,10 @@ def find_names(r: Reading, world: World) -> None:
                 units.extend(found)
             else:
                 (explicit_pools if after == "pool" or before == "pool" else pools).extend(found)
+        elif (
+            f"{w}s" in world.pools() and (before.isdigit() or before in _COUNTING) and after not in {"pool", "nodepool"}
+        ):
+            units.append(f"{w}s")  # "one fewer worker": the workers pool, when no other is named
         elif after in {"pool", "nodepool"} and f"{w}s" in world.pools():
             explicit_pools.append(f"{w}s")  # "the worker pool"
         elif (node := _node_by_suffix(w, world)) is not None:
@@ -129,6 +134,7 @@ def find_names(r: Reading, world: World) -> None:
             and not re.fullmatch(r"[a-z]\d", word)  # a tier family ("instead of c5"), never a name
             and word not in r.pools
             and word not in world.pools()
+            and not candidates(word, world.clusters)  # "staging's pool" names the cluster
         )
 
     if not r.clusters:
@@ -141,7 +147,7 @@ def find_names(r: Reading, world: World) -> None:
             rf"\b(?:{NAME})\s+(?:on|in|from|of|at)\s+(?:the\s+)?({NAME})",
             rf"\b(?:on|in|from|of|at|for)\s+(?:the\s+)?({NAME})\b(?!\s+(?:node\s*)?pool)",
             # after "to" a word is more often a value ("to billing") than a cluster: only a dashed name
-            r"\bto\s+(?:the\s+)?([a-z0-9]+(?:-[a-z0-9]+)+)\b(?!\s+(?:node\s*)?pool)",
+            r"\bto\s+(?:the\s+)?(?!\d+-\d+\b)([a-z0-9]+(?:-[a-z0-9]+)+)\b(?!\s+(?:node\s*)?pool|\s+tier)",
             rf"\b(?:does|do|has|is)\s+({NAME})\s+have\b",
         )
     if not r.pools:
@@ -171,7 +177,7 @@ def _node_by_suffix(word: str, world: World) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-_COUNTING = frozenset({"many", "more", "fewer", "few", "extra", "additional", "much"})
+_COUNTING = frozenset({"many", "more", "fewer", "few", "extra", "additional", "much", "another", "less"})
 
 
 def _first(text: str, ok: Callable[[str], bool], *patterns: str) -> str | None:

@@ -119,6 +119,9 @@ class Relative:
 
 
 def relative(text: str) -> Relative:
+    if m := re.search(r"(?:\bby\s+|\+\s?|-\s?)(\d+)\s*(?:%|percent\b|per\s+cent\b)", text):
+        down = re.search(r"\b(?:down|decrease|shrink|reduce|lower|cut|drop|fewer|less)\b|-\s?\d", text)
+        return Relative(factor=1 - int(m[1]) / 100 if down else 1 + int(m[1]) / 100)  # "by 50%"
     if m := re.search(r"\b(double|twice|triple|treble|quadruple|halve|half)\b", text):
         return Relative(factor=_FACTORS[m[1]])
     if re.search(r"\bin\s+(?:half|two)\b", text):
@@ -163,11 +166,17 @@ class Bounds:
     low: int | None = None
     high: int | None = None
     start: int | None = None
+    shift: tuple[str, int] | None = None  # "raise the max by 2": which bound, and by how much
 
 
 def bounds(text: str) -> Bounds:
     """Autoscaling bounds said in words; ``start`` is a starting count ("start at 3")."""
     b = Bounds()
+    shift = r"\b(floor|ceiling|cap|min(?:imum)?|max(?:imum)?)(?:\s+(?:of|on|for)\s+(?:the\s+)?[\w-]+(?:\s+pool)?)?"
+    if m := re.search(shift + r"\s+(?:up\s+|down\s+)?by\s+(\d+)", text):
+        down = re.search(r"\b(?:lower|reduce|decrease|drop|cut|down)\b", text)
+        b.shift = ("low" if m[1] in ("floor", "min", "minimum") else "high", -int(m[2]) if down else int(m[2]))
+        return b
     low = re.search(
         r"\b(?:never\s+(?:go\s+)?(?:below|under|less\s+than|fewer\s+than)|not?\s+(?:go\s+)?(?:below|under|fewer\s+than|less\s+than)|"
         r"floor(?:\s+(?:of|at|to))?|min(?:imum)?(?:\s+(?:of|to|at|nodes|is))*|at\s+least|lower\s+bound(?:\s+of)?)\s*:?\s*(\d+)",

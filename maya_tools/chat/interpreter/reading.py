@@ -44,7 +44,7 @@ _ELSEWHERE = _rx(
     r"deploy|rollout|roll\s+out|kubernetes\s+v?\d[\d.]*|k8s\s+v?\d[\d.]*)\b"
 )
 _TIER_VERB = _rx(r"\b(?:change|switch|swap|move|convert|migrate|upgrade|resize|set|turn|put|make)\b|->|=>")
-_AUTOSCALE = _rx(r"\bauto[\s-]?scal\w*")
+_AUTOSCALE = _rx(r"\bauto(?:matic(?:ally)?)?[\s-]?scal\w*")
 _OFF = _rx(r"\b(?:off|disable[ds]?|stop|deactivate|no\s+more|without|fixed\s+size|pin)\b")
 _LABEL = _rx(r"\b(?:re)?label(?:s|ed|led)?\b")
 _TAG = _rx(r"\b(?:re)?tag(?:s|ged)?\b")
@@ -95,7 +95,8 @@ def read(request: str, world: World, context: str = "") -> Reading:
     text = digits(text)
     for key, slot in (("name", "name"), ("size", "size"), ("count", "count")):
         if pairs.get(key):
-            text += f" {slot}:{pairs.pop(key).lower()}"
+            value = pairs.pop(key).lower()
+            text += f" {slot}:{canonical_tiers(value, world) if slot == 'size' else value}"
     if pairs.get("cluster"):  # "cluster=payments-prod"
         text += f" on {pairs.pop('cluster').lower()}"
     quoted = re.search(r"[\"'`‘’“”]([a-z0-9][a-z0-9-]*)[\"'`‘’“”]", request.lower())
@@ -125,6 +126,13 @@ def read(request: str, world: World, context: str = "") -> Reading:
     r.low = b.low if b.low is not None else r.low
     r.high = b.high if b.high is not None else r.high
     r.start = b.start
+    shifted = [i for c in world.clusters for p, i in world.clusters[c].items() if p in r.pools and i.auto_scale]
+    if b.shift and len(shifted) == 1 and not (r.clusters and len(r.clusters) > 1):
+        bound, by = b.shift  # resolved against the pool's listed bounds, as a relative count is
+        listed = shifted[0].min_nodes if bound == "low" else shifted[0].max_nodes
+        if listed is not None:
+            r.low, r.high = (listed + by, None) if bound == "low" else (None, listed + by)
+            r.delta = r.count = None
     if r.start is not None and r.count == r.start:
         r.count = None
     ranged = re.search(r"\bfrom\s+(\d+)\s+to\s+(\d+)\b", text)
@@ -134,7 +142,10 @@ def read(request: str, world: World, context: str = "") -> Reading:
     if m := re.search(r"\bcount:(\d+)", text):
         r.count = int(m[1])
     r.keep_name = bool(
-        re.search(r"\b(?:keep(?:ing)?|same|old|retain(?:ing)?)\s+(?:the\s+)?(?:old\s+|same\s+)?name\b", text)
+        re.search(
+            r"\b(?:keep(?:ing)?|same|old|retain(?:ing)?)\s+(?:the\s+|its\s+)?(?:old\s+|same\s+)?(?:pool\s+)?name\b",
+            text,
+        )
     )
     r.refusal = _refusal(r, text)
     r.elsewhere = bool(_ELSEWHERE.search(text))
@@ -184,7 +195,8 @@ def _label_mode(r: Reading, text: str, pairs: dict[str, str]) -> None:
     elif re.search(r"\b(?:add|also|plus|another|extra|too|as\s+well|keep)\b", r.said) and pairs:
         r.label_mode = "add"
     elif m := re.search(
-        r"\b(?:change|set|update|switch)\s+(?:the\s+)?([a-z0-9_./-]+)\s+(?:label|tag)\b.*?\bto\s+([a-z0-9_./-]+)", text
+        r"\b(?:change|set|update|switch)\s+(?:the\s+)?(?:[a-z0-9_-]+\s+)??([a-z0-9_./-]+)\s+(?:label|tag)\b.*?\bto\s+([a-z0-9_./-]+)",
+        text,
     ):
         r.label_mode = "add"
         pairs[m[1]] = m[2]
@@ -235,8 +247,11 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         if r.auto is None and (r.low is not None and r.high is not None) and r.name:
             r.auto = True
         return "add"
-    if r.size and (has_pool or r.pools) and (_TIER_VERB.search(text) or re.search(r"\b(?:on|onto)\s+dks\.", text)):
+    on_pool = has_pool or r.pools or (r.clusters and _POOLS.search(text))  # "staging's pool"
+    if r.size and on_pool and (_TIER_VERB.search(text) or re.search(r"\b(?:on|onto)\s+dks\.", text)):
         return "tier"
+    if has_pool and _TIER_VERB.search(text) and re.search(r"\b(?:onto|to)\s+(?:the\s+|a\s+)?[\w-]+\s+tier\b", text):
+        return "tier"  # "move batch onto the memory-optimised tier": a tier, which one is asked
     if (
         re.search(
             r"\b(?:bigger|smaller|larger|beefier|more\s+powerful)\s+(?:machines?|nodes?|instances?|tiers?|vms?|box(?:es)?|types?)\b",
@@ -330,10 +345,13 @@ def _question(r: Reading, text: str) -> Intent | None:
     if (tiers or (r.size and _PRICE.search(text))) and not r.pools:
         return "tiers"
     if re.search(
-        r"\b(?:finish(?:ed)?|done|complete[d]?|progress|operations?|ops|last\s+change|still\s+running|happening)\b",
+        r"\b(?:finish(?:ed)?|done|complete[d]?|progress|operations?|ops|last\s+change|still\s+running|happening)\b"
+        r"|\bhow\b.*\bgoing\b",
         text,
     ):
         return "operations"
+    if re.search(r"\bclusters?\s+(?:called|named)\b", text):
+        return "list_clusters"  # "do we have a cluster called payments-dev?": the list answers it
     clusters = r.clusters or (r.cluster_typed if r.blind else None)
     if r.pools and re.search(r"\b(?:size|tier|type|kind|flavou?r)\b", text):
         return "list_pools"  # "what size machines is workers on"

@@ -119,6 +119,22 @@ REBOOT = (
 )
 
 
+def already_fixed(pool: str, cluster: str, count: int) -> str:
+    return (
+        f"Pool {pool} on {cluster} does not autoscale: it has a fixed {count} node{'' if count == 1 else 's'}, so there is nothing to turn "
+        f"off. Do you mean another count ('scale {pool} on {cluster} to {count + 1}') or autoscaling with bounds "
+        f"('let {pool} on {cluster} autoscale between 1 and {count + 2}')?"
+    )
+
+
+def zero_fixed(pool: str, cluster: str) -> str:
+    return (
+        f"Pool {pool} on {cluster} does not autoscale, and count 0 needs autoscaling on (R-PATCH-04, R-ADD-05). "
+        f"Nothing was changed. Turn autoscaling on with bounds from 0 ('let {pool} on {cluster} autoscale between "
+        f"0 and 3'), say a count from 1, or remove the pool ('remove pool {pool} from {cluster}')."
+    )
+
+
 def below_one(pool: str, cluster: str, now: int | None, count: int) -> str:
     return (
         f"That would leave pool {pool} on {cluster} with {count} nodes (it has {now}); a pool without autoscaling "

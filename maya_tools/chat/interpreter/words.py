@@ -46,6 +46,8 @@ _POLITE = re.compile(
 
 def normalize(text: str) -> str:
     """The sentence without curly or straight quotes around words, politeness, a final stop or extra spaces."""
+    text = re.sub(r"^\s*\[\d{1,2}:\d{2}(?::\d{2})?\]\s*(?:[A-Za-z][\w.-]*:\s+)?", "", text)  # a pasted chat line
+    text = re.sub(r"(?<=[A-Za-z0-9])['’]s\b", "", text)  # "staging's pool", "batch's max"
     text = re.sub(r"[“”\"`‘’]", "", text)
     text = re.sub(r"(?<![A-Za-z])'|'(?![A-Za-z])", " ", text)
     text = " ".join(text.split())
