@@ -44,6 +44,7 @@ def one(request: str, expect: list[dict[str, Any]], turns: tuple[str, ...] = ())
         ("drop one node from workers", "remove_node_pool", {"cluster": P, "pool": "workers"}, ["bigger"]),
         ("workers is too big, batch too", "remove_node_pool", {"cluster": P, "pool": "batch"}, ["bigger"]),
         ("remove the batch pool", "remove_node_pool", {"cluster": P, "pool": "batch"}, []),
+        ("drop workers to 1", "remove_node_pool", {"cluster": P, "pool": "workers"}, ["bigger"]),
         (
             "is node payments-prod-workers-abc12 ready?",
             "replace_node",
@@ -157,6 +158,24 @@ node_sentences = st.builds(
 @settings(max_examples=300, deadline=None)
 @given(node_sentences)
 def test_a_sentence_about_nodes_never_removes_a_pool_or_replaces_an_unlisted_node(text: str) -> None:
+    call = changes(text)
+    if call is not None:
+        assert call.tool != "remove_node_pool", (text, call)
+        assert violations(text, WORLD, call.tool, call.arguments) == [], (text, call)
+
+
+count_sentences = st.builds(
+    lambda verb, pool, n, tail: f"{verb} {pool} {n}{tail}",
+    st.sampled_from(["drop", "remove", "delete", "cut", "take", "get rid of", "kill"]),
+    st.sampled_from(["workers", "batch", "general", "the workers pool", "the general nodepool"]),
+    st.sampled_from(["to 1", "down to 1", "to one", "to 2", "down to two", "to 3"]),
+    st.sampled_from(["", " asap", " please", " on prod", " nodes"]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(count_sentences)
+def test_a_removal_verb_with_a_count_never_removes_the_pool(text: str) -> None:
     call = changes(text)
     if call is not None:
         assert call.tool != "remove_node_pool", (text, call)

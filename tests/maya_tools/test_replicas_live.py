@@ -68,7 +68,6 @@ class Replicas(Live):
             rows = conn.execute("SELECT data, executor FROM maya_cards ORDER BY created_at").fetchall()
         return [{**json.loads(data), "executor": executor} for data, executor in rows]
 
-
     def reset(self) -> None:
         """Door back to the demo world with no faults, and no cards in the store (the audit stays: append-only)."""
         response = self.admin("POST", "/_reference/reset", json={"seed": "demo"})
@@ -260,6 +259,7 @@ async def test_a_forged_or_altered_request_state_is_refused_by_every_replica(rep
 
 async def test_a_replica_killed_while_it_executes_is_settled_by_a_live_one_within_60_s(own_replicas: Replicas) -> None:
     replicas = own_replicas
+
     def kill_replica_0_when_sent() -> None:
         wait_until(lambda: replicas.faults_left() == 0, "the PATCH to reach Door")
         replicas.servers[0].kill()

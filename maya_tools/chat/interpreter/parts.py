@@ -37,7 +37,7 @@ def find_numbers(r: Reading) -> None:
     if m := re.search(rf"\b(\d+)\s+(?:more|extra|additional)\b|\badd\s+(\d+)\s+{UNITS}", t):
         r.delta = int(m[1] or m[2])
     elif m := re.search(
-        rf"\b(\d+)\s+(?:fewer|less)\b|\b(?:remove|drop|delete|kill|take(?:\s+(?:away|out|off))?|subtract|lose)\s+(\d+)\s+{UNITS}",
+        rf"\b(\d+)\s+(?:fewer|less)\b|\b(?:remove|drop|delete|kill|take(?:\s+(?:away|out|off))?|subtract|lose|get\s+rid\s+of)\s+(\d+)\s+{UNITS}",
         t,
     ):
         r.delta = -int(m[1] or m[2])

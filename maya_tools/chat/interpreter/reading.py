@@ -81,6 +81,9 @@ def read(request: str, world: World, context: str = "") -> Reading:
     """Every part of ``request`` that can be found, with names matched against ``world``."""
     said = normalize(request)
     said = _BOUND_KEYS.sub(r"\1 \2", said)
+    pools = "|".join(re.escape(p) for p in world.pools())
+    if pools:  # "set workers=4": a count for a listed pool, never a label named after it
+        said = re.sub(rf"\b({pools})\s*=\s*(\d+)\b", r"\1 to \2", said, flags=re.IGNORECASE)
     said = _JSON_LABELS.sub(lambda m: " " + " ".join(f"{k}={v}" for k, v in _JSON_PAIR.findall(m[1])) + " ", said)
     said = re.sub(
         r"(?<=[A-Za-z0-9_])\s*:\s+(?![\d.\-–]+(?:\s*,|\s*$))(?=[A-Za-z0-9_.-]+(?:\s*,|\s*$))", "=", said
@@ -298,6 +301,8 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return "add"
     if r.delta is not None and re.search(rf"\b\d+\s+(?:more\s+)?{UNITS}\b(?!\s*-?pools?)", text):
         return "scale"  # "drop one node from the workers pool": a count, never the pool (property 2)
+    if _DESTROY.search(text) and has_pool and r.count is not None and re.search(r"\bto\s+\d+\b", text):
+        return "scale"  # "drop workers to 1": a count, never the pool (property 2)
     if _DESTROY.search(text) and (has_pool or _POOLS.search(text)):
         return "remove"
     if re.search(r"\bnodes?\b", text) and (_REPLACE.search(text) or _DESTROY.search(text)):

@@ -61,6 +61,8 @@ _COUNTED_NODES = re.compile(
     rf"{UNITS}\b(?!\s*-?pools?)|\b{UNITS}\s+(?:\d+|one)\b|\bnodes?\b(?!\s*-?pools?)"
 )
 
+_TO_COUNT = re.compile(r"\b(?:down\s+)?to\s+(?:\d+|zero|one|two|three|four|five|six|seven|eight|nine|ten)\b")
+
 
 def plain(sentence: str) -> str:
     """The sentence as the checks read it: lowercase, single spaces, greetings off."""
@@ -116,6 +118,7 @@ def violations(
         said_before = _mentions(words, pool)
         pool_object = bool(pool) and (_mentions(after, pool) or ((answering or pronoun) and said_before))
         counted = _COUNTED_NODES.search(words)  # "drop one node from the workers pool" is a count
+        counted = counted or _TO_COUNT.search(plain(sentence))  # "drop workers to 1" is a count too
         if not verb or not pool_object or counted:
             found.append("bigger")
     if tool == "replace_node" and not REPLACE_VERB.search(words):
