@@ -83,15 +83,21 @@ def connect_page(runtime: Runtime) -> str:
     return f"{(runtime.public_url or '').rstrip('/')}{CONNECT_PATH}" if runtime.public_url else "/connect"
 
 
-def declined_link(ctx: Context[Any, Any]) -> bool:
-    """Whether this 2026-07-28 retry answers a connect link with ``decline`` or ``cancel``."""
+def answers_connect(ctx: Context[Any, Any]) -> bool:
+    """Whether this 2026-07-28 retry carries the connect round's ``requestState``: no card was asked
+    about yet, so the call plans afresh rather than look for a card of an earlier round."""
     if not rides_input_required(ctx) or ctx.request_state is None:
         return False
     try:
         state = json.loads(ctx.request_state)
     except ValueError:
         return False
-    if not isinstance(state, dict) or _STATE_FIELD not in state:
+    return isinstance(state, dict) and _STATE_FIELD in state
+
+
+def declined_link(ctx: Context[Any, Any]) -> bool:
+    """Whether this 2026-07-28 retry answers a connect link with ``decline`` or ``cancel``."""
+    if not answers_connect(ctx):
         return False
     answer = (ctx.input_responses or {}).get(CONNECT_KEY)
     return isinstance(answer, ElicitResult) and answer.action != "accept"

@@ -41,6 +41,7 @@ from confirmation_cards.form import FORM_MAX, form_message
 from confirmation_cards.models import card_digest_schema, strip_titles
 from confirmation_cards.render import clean_text, quoted, when
 from maya_tools.channels.app_secret import mint_app_secret
+from maya_tools.channels.connect import answers_connect
 from maya_tools.channels.page_link import link_answer, link_round, rides_input_required
 from maya_tools.errors import door_errors
 from maya_tools.runtime import Runtime, runtime_of
@@ -132,15 +133,18 @@ async def card_for(
     runtime = runtime_of(ctx)
     door = runtime.door(ctx)
     principal = runtime.principal(ctx)
+    # A retry after "Connect your Door account" asked about no card: finding one by the request alone
+    # would meet an earlier call's executed card and change nothing.
+    later_round = ctx.request_state is not None and not answers_connect(ctx)
     if replan:
         with door_errors():
             planned = await plan(runtime.planner(door, principal))
-        if ctx.request_state is not None:
+        if later_round:
             earlier = await runtime.store.find_asked(principal, action, planned.body_digest)
             if earlier is not None:
                 return earlier
         return await lifecycle.keep_or_store(runtime.store, planned, runtime.now())
-    if ctx.request_state is not None:
+    if later_round:
         with door_errors():
             found = await door.resolve_cluster(cluster)
         asked = await lifecycle.asked_card(runtime.store, principal, action, found.id, target, body)
