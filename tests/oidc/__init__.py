@@ -94,8 +94,11 @@ class OpenIDProvider:
         alg: str = "RS256",
         signing: Mapping[str, str] | None = None,
         issuer: str | None = None,
+        redirect_uris: Sequence[str] = (),
     ) -> None:
         self.resources = list(resources)
+        self.redirect_uris = [REDIRECT_URI, *redirect_uris]
+        """The server's own client's redirect URIs: a served ``/auth/callback`` besides the tests' own."""
         self.signing = dict(signing or {})
         self.access_token_ttl = access_token_ttl
         self.alg = alg
@@ -118,7 +121,7 @@ class OpenIDProvider:
             "PATH": "/usr/bin:/bin",
             "MAYA_OAUTH_CLIENT_ID": SERVER_CLIENT_ID,
             "MAYA_OAUTH_CLIENT_SECRET": SERVER_CLIENT_SECRET,
-            "MAYA_OAUTH_REDIRECT_URIS": REDIRECT_URI,
+            "MAYA_OAUTH_REDIRECT_URIS": " ".join(self.redirect_uris),
         }
         with open(self.log, "ab") as log:
             self._process = subprocess.Popen(

@@ -95,7 +95,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         door_port,
         base_env(),
     )
-    with OpenIDProvider([public_url + "/mcp"]).running() as provider:
+    # the server's own confidential client signs people in on /connect and the approval page
+    with OpenIDProvider([public_url + "/mcp"], redirect_uris=[public_url + "/auth/callback"]).running() as provider:
         env = {
             **base_env(),
             "DOOR_API_URL": f"http://127.0.0.1:{door_port}",

@@ -2,9 +2,10 @@
 the reference backend as Door, and one or more replicas on one card store, each with its runtime,
 approval page, browser sign-in, ``/connect`` and the shared Door credentials.
 
-Built in process because ``serve``'s OAuth wiring is another part of issue 20; the runtime's
-``sign_in``, ``credentials`` and ``connect_requests`` are set here as ``serve`` sets them, and
-``MAYA_PUBLIC_URL`` is the site's origin."""
+Built in process for what a real server cannot reach cheaply (a second replica on one store, the
+person's verified token set by hand); the runtime's ``sign_in``, ``credentials`` and
+``connect_requests`` are set here as ``serve`` sets them, and ``MAYA_PUBLIC_URL`` is the site's origin.
+``world``/``fresh`` are a real ``serve --auth oauth`` (``test_channels_served.py``)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from maya_tools.settings import Settings
 from reference_backend.backend import ReferenceBackend
 from reference_backend.seed import DEMO_ORGANISATION
 from tests.maya_tools.auth.site import ORIGIN, Site
+from tests.maya_tools.auth.test_serve_oauth import fresh, world  # noqa: F401 (a real serve with OAuth, per module)
 from tests.oidc import OAuthClient, OpenIDProvider, User
 
 RESOURCE = ORIGIN + "/mcp"

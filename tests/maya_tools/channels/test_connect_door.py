@@ -271,25 +271,6 @@ async def test_2026_07_28_asks_by_a_url_round_then_runs_the_tool_once_the_person
     assert tokens["admin"] not in " ".join(wiring.logged)
 
 
-async def test_2025_11_25_answers_url_elicitation_required_and_the_call_after_connecting_runs(
-    wiring: OAuthWiring, tokens: dict[str, str]
-) -> None:
-    async with wiring.signed_in(ADMIN), UrlOnly(wiring.server, mode="legacy") as client:
-        with pytest.raises(MCPError) as refused:
-            await client.call_tool(*READ)
-        error = refused.value.error
-        assert error.code == URL_ELICITATION_REQUIRED
-        [asked] = (error.data or {})["elicitations"]
-        assert asked["mode"] == "url" and asked["elicitationId"] in asked["url"]
-        assert "connect?for=" not in error.message
-
-        await wiring.connect_in_browser(ADMIN, asked["url"], tokens["admin"])
-        listed = await client.call_tool(*READ)
-
-    assert not listed.is_error and "workers" in str(listed.content)
-    assert tokens["admin"] not in listed.model_dump_json()
-
-
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_client_without_url_mode_is_told_to_open_connect_and_nothing_runs(
     wiring: OAuthWiring, backend: ReferenceBackend, mode: str
