@@ -16,7 +16,7 @@ from mcp_types import URL_ELICITATION_REQUIRED, ElicitRequestParams, ElicitReque
 
 from maya_tools.channels.app_secret import META_KEY
 from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_MEMBER_TOKEN
-from tests.maya_tools.auth.test_serve_oauth import World
+from tests.maya_tools.auth.test_serve_oauth import Memory, World
 from tests.maya_tools.channels.live import LiveBrowser, calls_since, csrf_of, digest, last_seq, signed_in_client
 from tests.maya_tools.channels.test_connect_door import UrlOnly
 from tests.maya_tools.conftest import Person
@@ -44,6 +44,11 @@ async def disconnected(world: World, user: User) -> None:
         await browser.disconnect()
     finally:
         await browser.aclose()
+
+
+def card_of(approval: dict[str, str]) -> dict[str, str]:
+    """``decide_card``'s arguments from a result's ``_meta`` approval."""
+    return {"card_id": approval["cardId"], "secret": approval["secret"]}
 
 
 def patches(world: World, since: int) -> list[dict[str, Any]]:
@@ -225,3 +230,50 @@ async def test_2025_11_25_a_person_without_a_door_token_is_sent_to_connect_then_
 
     assert not listed.is_error and "payments-prod" in str(listed.content)
     assert {r["token"] for r in calls_since(world, since)} == {digest(DEMO_ADMIN_TOKEN)}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_two_people_each_call_door_with_their_own_token_and_never_see_each_others_cards(
+    fresh: World, mode: str
+) -> None:
+    """admin@door.test (a Door super_admin) and member@door.test (a member), each signed in and with
+    their own Door token: Door's log shows whose token each call carried, never an MCP access token;
+    the member's change is refused by Door's rule (R-AUTH-03); neither reads nor decides the other's card."""
+    world = fresh
+    await connected(world, ADMIN, DEMO_ADMIN_TOKEN)
+    await connected(world, MEMBER, DEMO_MEMBER_TOKEN)
+    since = last_seq(world)
+    admin_tokens, member_tokens = Memory(), Memory()
+    async with (
+        signed_in_client(world, ADMIN, mode, admin_tokens, extensions=[APPS]) as admin,
+        signed_in_client(world, MEMBER, mode, member_tokens, extensions=[APPS]) as member,
+    ):
+        mine = await admin.call_tool(*SCALE)
+        theirs = await member.call_tool(*SCALE)
+        assert mine.meta is not None, mine
+        mine_card = mine.meta[META_KEY]
+        member_reads_mine = await member.call_tool("get_card", {"card_id": mine_card["cardId"]})
+        member_decides_mine = await member.call_tool("decide_card", {**card_of(mine_card), "decision": "approve"})
+        # Door's role, once learnt, refuses the member's change before any card; else it makes one
+        refused = theirs
+        if theirs.meta is not None and META_KEY in theirs.meta:
+            theirs_card = theirs.meta[META_KEY]
+            admin_reads_theirs = await admin.call_tool("get_card", {"card_id": theirs_card["cardId"]})
+            admin_decides_theirs = await admin.call_tool("decide_card", {**card_of(theirs_card), "decision": "approve"})
+            assert admin_reads_theirs.is_error and admin_decides_theirs.is_error
+            assert patches(world, since) == [], "nobody decided anything yet"
+            refused = await member.call_tool("decide_card", {**card_of(theirs_card), "decision": "approve"})
+        assert [r for r in patches(world, since) if r["status"] < 400] == [], "Door changed nothing yet"
+        done = await admin.call_tool("decide_card", {**card_of(mine_card), "decision": "approve"})
+
+    assert member_reads_mine.is_error and member_decides_mine.is_error
+    assert done.structured_content is not None and done.structured_content["status"] == "executed", done
+    assert "R-AUTH-03" in str(refused.model_dump()), refused
+    calls = calls_since(world, since)
+    by_user = {(r["user"], r["token"]) for r in calls}
+    assert by_user == {("ada", digest(DEMO_ADMIN_TOKEN)), ("mel", digest(DEMO_MEMBER_TOKEN))}, by_user
+    mcp_tokens = [t.access_token for t in (admin_tokens.tokens, member_tokens.tokens) if t is not None]
+    assert len(mcp_tokens) == 2
+    assert not {r["token"] for r in world.door_requests()} & {digest(t) for t in mcp_tokens}
+    (patch,) = [r for r in calls if r["method"] == "PATCH" and r["status"] == 202]
+    assert patch["user"] == "ada"
