@@ -325,6 +325,7 @@ async def _open_oauth(runtime: Runtime, http: httpx2.AsyncClient) -> None:
         resource=settings.resource_url,
         http=http,
         name_claims=settings.oauth_name_claims,
+        token_types=settings.oauth_token_types,
         keys=keys,
     )
     runtime.credentials = await open_credentials(

@@ -86,6 +86,8 @@ class Settings:
     oauth_client_id: str | None = None
     oauth_client_secret: str | None = field(default=None, repr=False)
     oauth_name_claims: tuple[str, ...] = ("email", "preferred_username")
+    oauth_token_types: tuple[str, ...] = ("at+jwt",)
+    """JWT ``typ`` headers taken as access tokens (``MAYA_OAUTH_TOKEN_TYPES``); Keycloak's are ``JWT``."""
     allowed_origins: tuple[str, ...] = ()
     """Browser origins (exact ``scheme://host[:port]``) answered with CORS headers."""
     credential_key: str | None = field(default=None, repr=False)
@@ -143,6 +145,7 @@ class Settings:
             "oauth_client_id": env.get("MAYA_OAUTH_CLIENT_ID") or None,
             "oauth_client_secret": env.get("MAYA_OAUTH_CLIENT_SECRET") or None,
             "oauth_name_claims": _names(env.get("MAYA_OAUTH_NAME_CLAIM")) or ("email", "preferred_username"),
+            "oauth_token_types": _names(env.get("MAYA_OAUTH_TOKEN_TYPES")) or ("at+jwt",),
             "allowed_origins": _names(env.get("MAYA_ALLOWED_ORIGINS")),
             "credential_key": env.get("MAYA_CREDENTIAL_KEY") or None,
             "session_seconds": _number(env, "MAYA_SESSION_SECONDS", 900.0, least=60),

@@ -124,7 +124,9 @@ class JwtTokenVerifier:
         self.issuer = issuer
         self.resource = resource
         self.algorithms = tuple(algorithms)
-        self.token_types = None if token_types is None else frozenset(t.lower() for t in token_types)
+        self.token_types = (
+            None if token_types is None else frozenset(t.lower().removeprefix("application/") for t in token_types)
+        )
         self.name_claims = tuple(name_claims)
         self.leeway = leeway
         self._clock = clock
@@ -154,9 +156,14 @@ class JwtTokenVerifier:
         if alg not in self.algorithms:
             raise TokenRefused("algorithm", f"header alg {str(alg)[:20]!r} is not one of {', '.join(self.algorithms)}")
         typ = header.get("typ")
-        if self.token_types is not None and (not isinstance(typ, str) or typ.lower() not in self.token_types):
+        # RFC 8725 §3.11: "application/" may be left off a typ, so both spellings are one type
+        if self.token_types is not None and (
+            not isinstance(typ, str) or typ.lower().removeprefix("application/") not in self.token_types
+        ):
             raise TokenRefused(
-                "type", f"header typ {str(typ)[:30]!r} is not an access token's ({', '.join(sorted(self.token_types))})"
+                "type",
+                f"header typ {str(typ)[:30]!r} is not an access token's ({', '.join(sorted(self.token_types))}); "
+                "an issuer whose access tokens are typed otherwise (Keycloak: JWT) is named in MAYA_OAUTH_TOKEN_TYPES",
             )
         if unverified.get("iss") != self.issuer:
             raise TokenRefused(

@@ -17,8 +17,9 @@ from cryptography.hazmat.primitives import serialization
 
 from maya_tools.auth import IssuerKeys, JwtTokenVerifier, TokenRefused
 from maya_tools.auth.tokens import LEEWAY
+from maya_tools.settings import Settings
 from tests.maya_tools.auth.conftest import OTHER_RESOURCE, RESOURCE, Clock
-from tests.oidc import ADMIN, MEMBER, OpenIDProvider, claims_of
+from tests.oidc import ADMIN, MEMBER, SERVER_CLIENT_ID, OpenIDProvider, claims_of
 
 pytestmark = pytest.mark.anyio
 
@@ -255,3 +256,31 @@ def test_a_principal_key_is_issuer_and_subject_together_never_either_alone() -> 
     assert one.key != Principal(issuer="https://a.example", subject="43", name="a@x").key
     assert one.key != Principal(issuer="https://a.example\n4", subject="2", name=None).key
     assert one.key.startswith("sub_") and "42" not in one.key
+
+
+async def test_maya_oauth_token_types_admits_a_jwt_typed_token_as_keycloak_types_its_access_tokens(
+    provider: OpenIDProvider, http: httpx2.AsyncClient, client_http: httpx2.AsyncClient
+) -> None:
+    """oidc-provider types every access token ``at+jwt``; its ID token is the provider's own JWT typed
+    ``JWT``, as Keycloak types its access tokens. Refused by default with a line naming the setting;
+    with ``MAYA_OAUTH_TOKEN_TYPES=at+jwt,JWT`` its type passes and the signature (the provider's
+    JWKS), issuer, audience and client checks decide."""
+    tokens = await provider.sign_in(client_http, ADMIN, scopes=ALL_SCOPES, resource=RESOURCE)
+    assert tokens.id_token is not None and claims_of(tokens.id_token)["aud"] == SERVER_CLIENT_ID
+    types = Settings.from_env({"MAYA_OAUTH_TOKEN_TYPES": "at+jwt, JWT"}).oauth_token_types
+    assert Settings.from_env({}).oauth_token_types == ("at+jwt",)
+
+    strict = JwtTokenVerifier(issuer=provider.issuer, resource=SERVER_CLIENT_ID, http=http)
+    with pytest.raises(TokenRefused) as refused:
+        await strict.check(tokens.id_token)
+    assert refused.value.reason == "type" and "MAYA_OAUTH_TOKEN_TYPES" in str(refused.value)
+
+    # past the type check every other check still runs: this ID token names no client (azp), which a
+    # Keycloak access token does, so it stops there, and for another resource at the audience
+    keycloak = JwtTokenVerifier(issuer=provider.issuer, resource=SERVER_CLIENT_ID, http=http, token_types=types)
+    assert await refusal(keycloak, tokens.id_token) == "claims"
+    with pytest.raises(TokenRefused) as other_audience:
+        await JwtTokenVerifier(issuer=provider.issuer, resource=RESOURCE, http=http, token_types=types).check(
+            tokens.id_token
+        )
+    assert other_audience.value.reason == "audience"
