@@ -123,7 +123,7 @@ class CaseFile(_Own):
 # The packaged case files the command scores by default, and the share each must get right
 # (development files are deterministic regressions; the others are bars). A held-out file is added
 # here by whoever scores it, once, after the tuning it measures.
-FROZEN_HELDOUT: tuple[str, ...] = ("eval_heldout_1.json", "eval_heldout_2.json")
+FROZEN_HELDOUT: tuple[str, ...] = ("eval_heldout_1.json", "eval_heldout_2.json", "eval_heldout_3.json")
 """Held-out files written by outsiders who never saw the code, each scored once after the tuning and then frozen:
 not scored by default (``--cases`` scores one); the suite checks only that no case of theirs breaks a safety property."""
 
