@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -41,12 +42,14 @@ BEARER = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
 
 
 class Replicas(Live):
-    """``Live`` with three servers sharing one PostgreSQL store and one requestState key."""
+    """``Live`` with three servers sharing one PostgreSQL store and one requestState key (``env`` over
+    the defaults: the OAuth settings, say); ``balancer_port`` is where docs/deploy.md's HAProxy listens
+    when a test starts it (chosen beforehand when a provider must know the public URL first)."""
 
-    def __init__(self, tmp: Path, store: str) -> None:
-        self.balancer_port = free_port()  # where docs/deploy.md's HAProxy listens, when a test starts it
+    def __init__(self, tmp: Path, store: str, *, balancer_port: int | None = None, **env: str) -> None:
+        self.balancer_port = balancer_port or free_port()
         self.named: dict[str, Proc] = {}
-        super().__init__(tmp, MAYA_CARD_STORE=store, MAYA_REQUEST_STATE_KEY=KEY)
+        super().__init__(tmp, MAYA_CARD_STORE=store, MAYA_REQUEST_STATE_KEY=KEY, **env)
         self.store = store
         with ThreadPoolExecutor(2) as starting:  # the other two replicas start side by side
             list(starting.map(self.serve, ["r2", "r3"]))
@@ -308,27 +311,35 @@ async def test_every_replica_reports_ready_and_live_without_a_token(replicas: Re
             assert http.get(f"http://127.0.0.1:{server.port}/livez").status_code == 200
 
 
-def haproxy_config(replicas: Replicas) -> str:
-    """docs/deploy.md's HAProxy configuration as written, its addresses replaced by the test's loopback ones."""
+VIA = "    use-server r{n} if {{ urlp(via) -m str r{n} }}\n"
+
+
+def haproxy_config(replicas: Replicas, *, oauth: bool = False) -> str:
+    """docs/deploy.md's HAProxy configuration as written, its addresses replaced by the test's loopback
+    ones; with OAuth without the ``via`` lines, as its comment says."""
     text = (Path(__file__).parents[2] / "docs" / "deploy.md").read_text()
     config = text.split("```haproxy\n", 1)[1].split("```", 1)[0]
     config = config.replace("bind 0.0.0.0:8800", f"bind 127.0.0.1:{replicas.balancer_port}")
     for n in (1, 2, 3):
         config = config.replace(f"10.0.0.1{n}:8765", f"127.0.0.1:{replicas.named[f'r{n}'].port}")
+        if oauth:
+            assert VIA.format(n=n) in config, config
+            config = config.replace(VIA.format(n=n), "")
     assert "10.0.0." not in config
     return config
 
 
-@pytest.fixture
-def balanced(replicas: Replicas, tmp_path: Path) -> Iterator[str]:
-    """HAProxy (Debian's haproxy, installed by .ci/run) in front of the three replicas, with docs/deploy.md's config."""
+@contextmanager
+def haproxy(replicas: Replicas, folder: Path, config: str) -> Iterator[str]:
+    """HAProxy (Debian's haproxy, installed by .ci/run) in front of the three replicas with ``config``,
+    once its health checks pass; yields its ``/mcp`` URL."""
     port = replicas.balancer_port
-    config = tmp_path / "haproxy.cfg"
-    config.write_text(haproxy_config(replicas))
-    haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
-    log = tmp_path / "haproxy.log"
+    path = folder / "haproxy.cfg"
+    path.write_text(config)
+    executable = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    log = folder / "haproxy.log"
     with log.open("wb") as stderr:  # a file, not a pipe nobody reads
-        process = subprocess.Popen([haproxy, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=stderr)
+        process = subprocess.Popen([executable, "-db", "-f", str(path)], stdout=subprocess.DEVNULL, stderr=stderr)
     try:
 
         def every_replica_checked_up() -> bool:
@@ -345,6 +356,13 @@ def balanced(replicas: Replicas, tmp_path: Path) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture
+def balanced(replicas: Replicas, tmp_path: Path) -> Iterator[str]:
+    """HAProxy in front of the three replicas, with docs/deploy.md's config."""
+    with haproxy(replicas, tmp_path, haproxy_config(replicas)) as url:
+        yield url
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
