@@ -26,7 +26,7 @@ from backend_client.tls import verifying_tls
 from maya_tools.channels.app_secret import META_KEY
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.maya_tools.auth.test_serve_oauth import Memory, World, oauth_client
-from tests.maya_tools.channels.live import LiveBrowser, calls_since, csrf_of, digest, last_seq
+from tests.maya_tools.channels.live import LiveBrowser, calls_since, csrf_of, digest, last_seq, signed_in_client
 from tests.maya_tools.channels.test_channels_served import APPS, connected
 from tests.maya_tools.channels.test_connect_door import UrlOnly
 from tests.maya_tools.conftest import Person
@@ -275,4 +275,24 @@ async def test_the_apps_card_shown_by_one_replica_is_decided_on_another_once(fre
     assert (done.structured_content["status"], done.structured_content["changed"]) == ("executed", True)
     assert replayed.is_error, "the secret was spent on replica 1"
     assert team.executed_by() == team.pid(1)
+    team.executed_once_with_the_owners_token(since)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_through_the_documented_haproxy_config_a_signed_in_person_plans_and_approves(
+    fresh: Team, mode: str
+) -> None:
+    """The balancer as configured, nothing routed by the test: 2025-11-25 sessions stick to their
+    replica, 2026-07-28 rounds go round robin; the sign-in, a read and a change approved by the form."""
+    team = fresh
+    since = last_seq(team.world)
+    asking = Person("accept")
+    async with signed_in_client(team.world, ADMIN, mode, elicitation_callback=asking) as client:
+        listed = await client.call_tool("list_node_pools", {"cluster": "payments-prod"})
+        done = await client.call_tool(*scale(7))
+
+    assert not listed.is_error, listed
+    assert done.structured_content is not None, done.content
+    assert (done.structured_content["status"], done.structured_content["changed"]) == ("executed", True)
+    assert len(asking.messages) == 1
     team.executed_once_with_the_owners_token(since)
