@@ -33,7 +33,7 @@ import prompts
 from maya_tools import prompts as mcp_prompts
 from maya_tools.channels.app_card import build_apps
 from maya_tools.channels.app_secret import META_KEY
-from maya_tools.channels.connect import ask_to_connect, not_connected
+from maya_tools.channels.connect import ask_to_connect, not_connected, refused_token
 from maya_tools.channels.form import ASKED, decline_as
 from maya_tools.channels.page import ApprovalPages
 from maya_tools.channels.page_link import LinkAsked, rides_input_required
@@ -189,6 +189,8 @@ class MayaServer(MCPServer[Runtime]):
                 # One mechanism for every tool: whichever reached for Door without the person's own
                 # Door token is answered by "Connect your Door account" (channels.connect).
                 missing = not_connected(exc)
+                if missing is None and context is not None:
+                    missing = await refused_token(runtime_of(context), context, exc)
                 if missing is None or context is None:
                     raise
                 return await ask_to_connect(runtime_of(context), context, missing)

@@ -54,12 +54,18 @@ class DoorNotConnected(AuthError, ToolError):
     """The person ``principal`` (``Principal.key``) has no Door token stored; ``connect_url`` is where
     they connect one. Nothing was sent to Door."""
 
-    def __init__(self, principal: str, connect_url: str | None = None) -> None:
+    def __init__(self, principal: str, connect_url: str | None = None, *, refused: bool = False) -> None:
         where = connect_url or "this server's /connect page"
+        why = (
+            "Door refused the Door token you connected (R-AUTH-01: unknown, expired or revoked), so it was disconnected"
+            if refused
+            else "You have not connected your Door account to maya-tools yet, so nothing was sent to Door"
+        )
         super().__init__(
-            f"You have not connected your Door account to maya-tools yet, so nothing was sent to Door: open "
-            f"{where} in your browser, sign in and paste your Door API token, then ask again. (maya-tools never "
-            "sends your sign-in token to Door.)"
+            f"{why}: open {where} in your browser, sign in and paste your Door API token, then ask again. "
+            "(maya-tools never sends your sign-in token to Door.)"
         )
         self.principal = principal
         self.connect_url = connect_url
+        self.refused = refused
+        """Door answered 401 to the token the person had connected (it is forgotten): connect again."""

@@ -17,6 +17,9 @@ Door or the card store; ``MayaServer.call_tool`` catches it for every tool alike
 - a client without URL mode: a tool error saying to open ``<public URL>/connect`` in a browser,
   sign in, connect the Door token and ask again (a URL meant to be clicked never goes in a form).
 
+A Door ``401`` to the token a person had connected (revoked, expired) is answered the same way
+(``refused_token``): the stored token is forgotten and the link says Door refused it.
+
 The link is ``<public URL>/connect?for=<id>``, a ``ConnectRequests`` record made for this very
 person (issuer and ``sub`` of the verified access token): the page stores a token through it only
 for that person. It travels only in the elicitation (or the ``-32042`` error's data), never in
@@ -35,6 +38,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
 
+from backend_client.errors import Unauthorized
 from maya_tools.auth.connect import PATH as CONNECT_PATH
 from maya_tools.auth.errors import DoorNotConnected
 from maya_tools.auth.tokens import Principal, VerifiedToken
@@ -49,6 +53,11 @@ MESSAGE = (
     "Connect your Door account: maya-tools calls Door with your own Door API token, and you have not "
     "connected one yet. Open the page, sign in and paste your Door token; then the request goes on. "
     "Nothing was sent to Door."
+)
+MESSAGE_AGAIN = (
+    "Connect your Door account again: Door refused the Door API token you had connected (R-AUTH-01: unknown, "
+    "expired or revoked), so maya-tools forgot it. Open the page, sign in and paste a valid Door token; then the "
+    "request goes on. Nothing was changed."
 )
 WHERE = (
     "You have not connected your Door account to maya-tools yet, so nothing was sent to Door{why}: open "
@@ -69,13 +78,42 @@ def not_connected(error: BaseException) -> DoorNotConnected | None:
     return None
 
 
-def person_of(ctx: Context[Any, Any], missing: DoorNotConnected) -> Principal | None:
-    """The verified person of this request (the bearer check leaves them in the ASGI scope), when
-    they are the one ``missing`` is about."""
+async def refused_token(runtime: Runtime, ctx: Context[Any, Any], error: BaseException) -> DoorNotConnected | None:
+    """Under OAuth, Door's ``401`` to the Door token a person connected (behind ``error``): the token is
+    forgotten and the person is asked to connect again, as for a person who never connected one."""
+    if not runtime.oauth or runtime.credentials is None or not _door_refused(error):
+        return None
+    person = verified_person(ctx)
+    if person is None:
+        return None
+    await runtime.credentials.delete(person)
+    return DoorNotConnected(person.key, runtime.connect_url, refused=True)
+
+
+def _door_refused(error: BaseException) -> bool:
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, Unauthorized):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def verified_person(ctx: Context[Any, Any]) -> Principal | None:
+    """The person the verified access token of this request speaks for (the bearer check leaves them
+    in the ASGI scope), if any."""
     scope = getattr(ctx.request_context.request, "scope", None)
     user = scope.get("user") if isinstance(scope, dict) else None
     token = user.access_token if isinstance(user, AuthenticatedUser) else get_access_token()
-    principal = token.principal if isinstance(token, VerifiedToken) else None
+    return token.principal if isinstance(token, VerifiedToken) else None
+
+
+def person_of(ctx: Context[Any, Any], missing: DoorNotConnected) -> Principal | None:
+    """The verified person of this request (the bearer check leaves them in the ASGI scope), when
+    they are the one ``missing`` is about."""
+    principal = verified_person(ctx)
     return principal if principal is not None and principal.key == missing.principal else None
 
 
@@ -117,10 +155,11 @@ async def ask_to_connect(runtime: Runtime, ctx: Context[Any, Any], missing: Door
     if declined_link(ctx):
         raise ToolError(WHERE.format(why=" (the link to connect it was declined)", url=page)) from None
     if person is None or runtime.connect_requests is None or runtime.public_url is None or not _url_mode(ctx):
-        raise ToolError(WHERE.format(why="", url=page)) from None
+        raise ToolError(str(missing) if missing.refused else WHERE.format(why="", url=page)) from None
     request_id = await runtime.connect_requests.create(person)
     link = f"{page}?for={request_id}"
-    params = ElicitRequestURLParams(message=MESSAGE, url=link, elicitation_id=request_id)
+    message = MESSAGE_AGAIN if missing.refused else MESSAGE
+    params = ElicitRequestURLParams(message=message, url=link, elicitation_id=request_id)
     if not rides_input_required(ctx):
         raise UrlElicitationRequiredError([params], "Connect your Door account first (URL elicitation required)")
     state = json.dumps({_STATE_FIELD: request_id}, separators=(",", ":"))

@@ -277,3 +277,36 @@ async def test_two_people_each_call_door_with_their_own_token_and_never_see_each
     assert not {r["token"] for r in world.door_requests()} & {digest(t) for t in mcp_tokens}
     (patch,) = [r for r in calls if r["method"] == "PATCH" and r["status"] == 202]
     assert patch["user"] == "ada"
+
+
+class Reconnecting(Connecting):
+    """A person whose connect link must say that Door refused the token they had connected."""
+
+    async def __call__(self, context: Any, params: ElicitRequestParams) -> ElicitResult:
+        assert isinstance(params, ElicitRequestURLParams)
+        assert "/connect?for=" not in params.url or "Door refused the Door API token" in params.message, params
+        return await super().__call__(context, params)
+
+
+async def test_a_door_token_that_door_refuses_is_forgotten_and_the_person_connects_again(fresh: World) -> None:
+    """Issue 20: "a Door 401 for a stored token asks the person to connect again". The token ada connected
+    is revoked at Door; her next call gets Door's 401 (R-AUTH-01), the stored token is forgotten, the
+    round asks her to connect again, and once she has, the call runs with the new token."""
+    world = fresh
+    revoked = "ada-token-revoked-later"
+    assert world.admin(
+        "PUT", f"/_reference/tokens/{revoked}", json={"user": "ada", "organisation": "payments", "role": "super_admin"}
+    ).is_success
+    await connected(world, ADMIN, revoked)
+    assert world.admin("DELETE", f"/_reference/tokens/{revoked}").status_code == 204
+    since = last_seq(world)
+    person = Reconnecting(world, ADMIN, DEMO_ADMIN_TOKEN)
+    async with signed_in_client(world, ADMIN, "modern", client_class=UrlOnly, elicitation_callback=person) as client:
+        listed = await client.call_tool("list_clusters", {})
+
+    assert [url for url in person.urls if "/connect?for=" in url], person.urls
+    assert not listed.is_error and "payments-prod" in str(listed.content), listed
+    calls = calls_since(world, since)
+    assert [(r["token"], r["status"]) for r in calls][0] == (digest(revoked), 401), calls
+    assert {r["token"] for r in calls[1:]} == {digest(DEMO_ADMIN_TOKEN)}, calls
+    assert revoked not in str(listed.model_dump())
