@@ -307,6 +307,6 @@ async def test_a_door_token_that_door_refuses_is_forgotten_and_the_person_connec
     assert [url for url in person.urls if "/connect?for=" in url], person.urls
     assert not listed.is_error and "payments-prod" in str(listed.content), listed
     calls = calls_since(world, since)
-    assert [(r["token"], r["status"]) for r in calls][0] == (digest(revoked), 401), calls
+    assert (calls[0]["token"], calls[0]["status"]) == (digest(revoked), 401), calls
     assert {r["token"] for r in calls[1:]} == {digest(DEMO_ADMIN_TOKEN)}, calls
     assert revoked not in str(listed.model_dump())
