@@ -5,7 +5,7 @@ iframe through ``AppBridge`` and answers the view's ``tools/call`` by forwarding
 client that declared the Apps extension, to a real ``maya-tools serve --transport streamable-http``.
 Clicks on the view's buttons are real clicks. Door's operations, read back through the server's own
 tools, show the change applied exactly once, or not at all.
-Re-take the screenshots in docs/img (light, dark, decided, no-Apps host):
+Re-take the screenshots in docs/img (light, dark, decided, no-Apps host, a plan followed):
 MAYA_UPDATE_SCREENSHOTS=1 pytest tests/browser/test_app_card_browser.py
 """
 
@@ -35,7 +35,9 @@ from reference_backend.clock import ManualClock
 from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.browser.conftest import WIDTH
 from tests.browser.test_approval_page_browser import Scheme, pool_updates, screenshot
+from tests.maya_tools.live import running
 from tests.maya_tools.test_app_card import APPS, SCALE
+from tests.maya_tools.test_plans_live import FAST, MOVE, DoorClock
 from tests.maya_tools.test_transports import SERVER_LOGS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
@@ -49,7 +51,8 @@ CONSOLE: list[str] = []
 async def apps_client(http_url: str) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
     async with (
-        httpx2.AsyncClient(verify=verifying_tls(), headers=headers) as http,
+        # A plan's decide_card answers when the plan ends: longer than httpx's default 5 s.
+        httpx2.AsyncClient(verify=verifying_tls(), headers=headers, timeout=60) as http,
         Client(streamable_http_client(http_url, http_client=http), extensions=[APPS]) as client,
     ):
         yield client
@@ -78,12 +81,13 @@ async def show_card(
     failing: frozenset[str] = frozenset(),
     server_tools: bool = True,
     ready: str = "#approve",
+    tool: tuple[str, dict[str, Any]] = SCALE,
 ) -> tuple[Page, FrameLocator, list[str]]:
     """The host's part of a change tool call: call it, read its view, render it with the result.
     With ``page_clock`` the page's timers are playwright's, for the test to run; calls of the tools
     in ``failing`` are answered with an error instead of reaching the server; without
     ``server_tools`` the host tells the view it passes no tools/call on. Waits for ``ready`` to show."""
-    result = await client.call_tool(*SCALE)
+    result = await client.call_tool(*tool)
     assert not result.is_error, result
     read = await client.read_resource(APP_URI)
     [content] = read.contents
@@ -113,7 +117,7 @@ async def show_card(
     await page.goto(HOST + "host.html")
     await page.evaluate(
         "(args) => window.startHost(args)",
-        {"html": html, "toolInput": SCALE[1], "toolResult": shown, "theme": scheme, "serverTools": server_tools},
+        {"html": html, "toolInput": tool[1], "toolResult": shown, "theme": scheme, "serverTools": server_tools},
     )
     view = page.frame_locator("iframe")
     await view.locator(ready).wait_for()
@@ -192,6 +196,41 @@ async def test_a_forged_secret_in_the_view_changes_nothing(http_url: str, chromi
         assert not ok and "executed" not in said.lower(), said
         assert await pool_updates(client) == 0
         assert calls == ["decide_card"], "the forged secret did reach the server, and was refused"
+
+
+async def test_the_view_lists_a_plan_s_steps_and_follows_them_until_the_plan_ends(
+    tmp_path: Path, chromium: Browser
+) -> None:
+    """A real serve before a real reference backend whose clock the test holds: the new workers stay
+    Pending, so the view shows the plan at its wait; once the clock moves, the plan ends, and the
+    view says so once. Door sees the add and the delete once each."""
+    with running(tmp_path, **FAST) as live, DoorClock(live) as clock:
+        async with apps_client(live.url) as client:
+            page, view, calls = await show_card(chromium, client, tool=MOVE)
+            steps = view.locator("#steps tr")
+            await expect(steps).to_have_count(3)
+            await expect(steps.nth(0)).to_contain_text("Add pool workers-c5-2xlarge")
+            await expect(steps.nth(2)).to_have_attribute("data-status", "pending")
+            await expect(view.locator("#peak")).to_contain_text("At the peak (both pools): ")
+            await expect(view.locator("#request")).to_contain_text("3. DELETE /v1/public/clusters/")
+            await view.get_by_role("button", name="Approve").click()
+            await expect(steps.nth(1)).to_have_attribute("data-status", "waiting", timeout=30_000)
+            await expect(steps.nth(0)).to_have_attribute("data-status", "done")
+            await expect(steps.nth(0).locator("td").nth(2)).to_have_text(re.compile(r"^[0-9a-f-]{36}$"))
+            await expect(view.locator("#progress")).to_have_text(re.compile(r"^Step 2 of 3: .+: waiting$"))
+            await expect(view.locator("#outcome")).to_be_hidden()
+            await expect(view.locator("#buttons")).to_be_hidden()
+            await expect(view.locator("#time")).to_be_hidden()
+            await shot(page, "app-card-plan.png")
+            clock.start()  # the new workers come up: the plan goes on to remove the old pool
+            ok, said = await outcome(view, calls, live.url)
+            assert ok and said.startswith("Approved once; the plan ran. Every step is done."), said
+            await said_once(view, "every step is done")
+            for n in range(3):
+                await expect(steps.nth(n)).to_have_attribute("data-status", "done")
+            await expect(view.locator("#progress-box")).to_be_hidden()
+        assert (live.changes("pool.create"), live.changes("pool.delete")) == (1, 1)
+        assert calls.count("decide_card") == 1 and set(calls) == {"decide_card", "get_card"}, calls
 
 
 @pytest.fixture

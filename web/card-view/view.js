@@ -5,10 +5,15 @@ import { App, applyDocumentTheme, applyHostStyleVariables } from "@modelcontextp
 
 const $ = (id) => document.getElementById(id);
 const TITLES = { add_node_pool: "Add node pool", scale_node_pool: "Scale node pool",
-  relabel_node_pool: "Relabel node pool", remove_node_pool: "Remove node pool", replace_node: "Replace node" };
+  relabel_node_pool: "Relabel node pool", remove_node_pool: "Remove node pool", replace_node: "Replace node",
+  change_pool_tier: "Change pool tier" };
 const KINDS = { "pool.create": "Creating pool", "pool.update": "Updating pool", "pool.delete": "Removing pool",
   "node.replace": "Replacing node" };
 const STATES = { running: "in progress", succeeded: "done", failed: "failed" };
+const STEP_STATES = { pending: "to do", sending: "sending", waiting: "waiting", done: "done", failed: "failed",
+  stopped: "stopped", skipped: "skipped", outcome_unknown: "outcome unknown" };
+// A plan card's statuses once it can go no further (confirmation_cards/plans.py).
+const ENDED = ["executed", "stopped", "failed", "stale", "outcome_unknown", "declined", "expired"];
 // Why this view cannot approve, and what the person can do instead (one sentence each).
 const CANNOT = {
   "no-secret": "Your MCP client did not declare MCP Apps support (the io.modelcontextprotocol/ui extension) "
@@ -20,6 +25,8 @@ const INSTEAD = "Approve or decline it where your client asks you (a form or a o
   + "client that declares MCP Apps or MCP elicitation. Nothing changes until then; unapproved, the card expires.";
 // Following Door's operation after an approval: bounded in rate and in total time.
 const POLL_MS = 2000, POLL_LATER_MS = 5000, POLL_FAST_FOR_MS = 60 * 1000, FOLLOW_FOR_MS = 15 * 60 * 1000;
+// A plan waits up to MAYA_PLAN_STEP_TIMEOUT_SECONDS (30 minutes by default) per wait step, two with keep_name.
+const PLAN_FOLLOW_FOR_MS = 75 * 60 * 1000;
 const MAX_FAILED_READS = 3;
 let approval = null, expiresAt = null, timer = null, shown = null, following = null;
 
@@ -54,8 +61,8 @@ function settled(message, ok) {
 // accepted … Door accepted … Follow it with get_cluster_operations", which the view does itself), the
 // server's for anything else (stale, expired, failed, refused), which names the reason.
 const SAID = { executed: "Approved: Door accepted the change.", declined: "Declined: nothing was changed." };
-function said(status, message) {
-  return SAID[status] || text(message);
+function said(status, message, plan) {
+  return (plan && status !== "declined" ? null : SAID[status]) || text(message);
 }
 function tick() {
   if (!expiresAt || timer === null) return;
@@ -73,21 +80,58 @@ function stopFollowing() {
   if (following) clearTimeout(following.timer);
   following = null;
 }
-function follow(clusterId, operationId) {
+// Follow something Door does: ``read`` gets it (null when it could not), ``show`` says it and tells
+// whether it has ended.
+function follow(read, show, words, forMs = FOLLOW_FOR_MS) {
   stopFollowing();
-  following = { clusterId, operationId, since: Date.now(), failedReads: 0, timer: null };
-  progress("running", `Following Door's operation ${operationId}…`);
+  following = { read, show, forMs, since: Date.now(), failedReads: 0, timer: null };
+  progress("running", words);
   poll(following);
 }
+function followOperation(clusterId, operationId) {
+  const read = async () => {
+    const result = await app.callServerTool({ name: "get_cluster_operations", arguments: { cluster: clusterId } });
+    return !result.isError && result.structuredContent ? result.structuredContent.operations || [] : null;
+  };
+  const show = (ops) => {
+    const op = ops.find((o) => o.id === operationId);
+    if (!op) {
+      progress("unknown", `Door no longer lists operation ${operationId}; check the pool or node.`);
+      return true;
+    }
+    const step = op.status === "failed" ? op.error || op.message : op.message;
+    progress(op.status, `${KINDS[op.kind] || text(op.kind)} ${text(op.target)}: ${STATES[op.status] || text(op.status)}`
+      + (step ? ` (${text(step)})` : ""));
+    return op.status !== "running";
+  };
+  follow(read, show, `Following Door's operation ${operationId}…`);
+}
+async function readCard(cardId) {
+  const result = await app.callServerTool({ name: "get_card", arguments: { card_id: cardId } });
+  return !result.isError && result.structuredContent ? result.structuredContent.card || null : null;
+}
+// A plan's steps, read from get_card until the plan ends; its final status is the outcome's to say.
+function followPlan(cardId) {
+  const show = (card) => {
+    showSteps(card);
+    if (ENDED.includes(card.status)) {
+      $("progress-box").hidden = true;
+      settled(said(card.status, card.result && card.result.message, true), card.status === "executed");
+      return true;
+    }
+    const now = card.steps.find((s) => s.status !== "done" && s.status !== "skipped");
+    progress("running", now ? `Step ${now.index} of ${card.steps.length}: ${text(now.title)}: `
+      + (STEP_STATES[now.status] || text(now.status)) : "Finishing the plan…");
+    return false;
+  };
+  follow(() => readCard(cardId), show, "Following the plan…", PLAN_FOLLOW_FOR_MS);
+}
 async function poll(f) {
-  let ops = null;
+  let got = null;
   $("progress").dataset.reads = String(Number($("progress").dataset.reads || 0) + 1);
-  try {
-    const result = await app.callServerTool({ name: "get_cluster_operations", arguments: { cluster: f.clusterId } });
-    if (!result.isError && result.structuredContent) ops = result.structuredContent.operations || [];
-  } catch (error) { ops = null; }
+  try { got = await f.read(); } catch (error) { got = null; }
   if (following !== f) return; // torn down, or another card shown, while the read was under way
-  if (ops === null) {
+  if (got === null) {
     f.failedReads += 1;
     if (f.failedReads >= MAX_FAILED_READS) {
       progress("unknown", "Could not read Door's progress; follow it with get_cluster_operations.");
@@ -96,22 +140,24 @@ async function poll(f) {
     progress("running", `Could not read Door's progress (${f.failedReads} of ${MAX_FAILED_READS} tries); trying again.`);
   } else {
     f.failedReads = 0;
-    const op = ops.find((o) => o.id === f.operationId);
-    if (!op) {
-      progress("unknown", `Door no longer lists operation ${f.operationId}; check the pool or node.`);
-      return stopFollowing();
-    }
-    const step = op.status === "failed" ? op.error || op.message : op.message;
-    progress(op.status, `${KINDS[op.kind] || text(op.kind)} ${text(op.target)}: ${STATES[op.status] || text(op.status)}`
-      + (step ? ` (${text(step)})` : ""));
-    if (op.status !== "running") return stopFollowing();
+    if (f.show(got)) return stopFollowing();
   }
   const elapsed = Date.now() - f.since;
-  if (elapsed >= FOLLOW_FOR_MS) {
-    progress("unknown", "Still running after 15 minutes; stopped following. Follow it with get_cluster_operations.");
+  if (elapsed >= f.forMs) {
+    progress("unknown", `Still running after ${f.forMs / 60000} minutes; stopped following. `
+      + "Follow it with get_cluster_operations.");
     return stopFollowing();
   }
   f.timer = setTimeout(() => poll(f), elapsed < POLL_FAST_FOR_MS ? POLL_MS : POLL_LATER_MS);
+}
+function showSteps(card) {
+  const steps = $("steps"); steps.replaceChildren();
+  for (const s of card.steps || []) {
+    row(steps, [`${s.index}. ${text(s.title)} (${text(s.takes)})`, STEP_STATES[s.status] || s.status,
+      s.operation_id || (s.kind === "wait" ? "reads only" : null)]);
+    steps.lastChild.dataset.status = s.status;
+  }
+  $("steps-box").hidden = !(card.steps || []).length;
 }
 // Why the person cannot decide here, or null when they can: the server gives the secret only to a
 // client that declared the Apps extension, and Approve needs a host that passes tools/call on.
@@ -134,14 +180,23 @@ function render(result) {
   const cap = $("capacity"); cap.replaceChildren();
   row(cap, ["Capacity", capacity(card.capacity_before), capacity(card.capacity_after)]);
   row(cap, ["Price", money(card.price_before), money(card.price_after)]);
+  const plan = (card.steps || []).length > 0;
+  $("peak").hidden = !plan;
+  $("peak").textContent = plan ? `At the peak (both pools): ${capacity(card.capacity_peak)}, ${money(card.price_peak)}`
+    + (typeof card.credit_needed === "number" ? `; the peak needs $${card.credit_needed.toFixed(2)} of credit (R-CREDIT-01)` : "")
+    : "";
+  showSteps(card);
   const warnings = $("warnings"); warnings.replaceChildren();
   for (const w of card.warnings || []) { const li = document.createElement("li"); li.textContent = text(w.message); warnings.append(li); }
   $("warnings-box").hidden = !(card.warnings || []).length;
-  $("request").textContent = `${text(card.method)} ${text(card.path)}\n${JSON.stringify(card.body ?? {}, null, 2)}`;
+  const request = (r) => `${text(r.method)} ${text(r.path)}\n${JSON.stringify(r.body ?? {}, null, 2)}`;
+  $("request").textContent = plan ? card.steps.map((s) => `${s.index}. ${request(s)}`).join("\n\n") : request(card);
   expiresAt = Date.parse(card.expires_at);
   if (card.status !== "pending") {
-    settled(said(card.status, data.message), card.status === "executed");
-    if (card.status === "executed" && data.operation_id) follow(card.cluster_id, data.operation_id);
+    settled(plan && card.status === "executing" ? "Approved: the plan is running."
+      : said(card.status, data.message, plan), card.status === "executed" || card.status === "executing");
+    if (plan && card.status === "executing") followPlan(card.id);
+    else if (card.status === "executed" && data.operation_id) followOperation(card.cluster_id, data.operation_id);
     return;
   }
   const meta = (result._meta || {})["maya-tools/approval"];
@@ -159,14 +214,27 @@ async function decide(decision) {
   if (!approval) return;
   const { cardId, secret } = approval;
   $("approve").disabled = true; $("decline").disabled = true;
+  // decide_card answers a plan once it ends; meanwhile its steps are followed through get_card.
+  const plan = shown && shown.id === cardId && (shown.steps || []).length > 0;
+  if (plan && decision === "approve") {
+    stopCountdown(); $("buttons").hidden = true;
+    followPlan(cardId);
+  }
   try {
     const result = await app.callServerTool({ name: "decide_card", arguments: { card_id: cardId, secret, decision } });
     const data = result.structuredContent || {};
     const executed = !result.isError && data.status === "executed";
     const words = data.message || (result.content || []).map((c) => c.text || "").join(" ");
-    settled(result.isError ? words : said(data.status, words), executed);
-    if (executed && data.operation_id && shown && shown.id === cardId) follow(shown.cluster_id, data.operation_id);
+    if (plan) {
+      stopFollowing(); $("progress-box").hidden = true;
+      readCard(cardId).then((card) => card && shown && shown.id === cardId && showSteps(card), () => null);
+    }
+    settled(result.isError ? words : said(data.status, words, plan), executed);
+    if (executed && !plan && data.operation_id && shown && shown.id === cardId) {
+      followOperation(shown.cluster_id, data.operation_id);
+    }
   } catch (error) {
+    if (plan) stopFollowing();
     settled("The decision could not be sent: " + String(error && error.message || error), false);
   }
 }
