@@ -42,7 +42,7 @@ from confirmation_cards.models import card_digest_schema, strip_titles
 from confirmation_cards.render import clean_text, quoted, when
 from maya_tools.channels.app_secret import mint_app_secret
 from maya_tools.channels.connect import answers_connect
-from maya_tools.channels.page_link import link_answer, link_round, rides_input_required
+from maya_tools.channels.page_link import link_answer, link_round, linked_card, rides_input_required
 from maya_tools.errors import door_errors
 from maya_tools.runtime import Runtime, runtime_of
 
@@ -107,6 +107,10 @@ APP_WAITING = (
     "(Approve or Decline there; the model cannot approve it). It expires unapproved at {expires}; "
     "get_card shows what became of it."
 )
+PLAN_RUNNING = (
+    "Approved on the approval page: the plan is running, step by step; the page shows each step as it goes. "
+    "Follow it with get_card or get_cluster_operations follow={card}; stop_plan stops it between steps."
+)
 WAITING = (
     "Nothing has changed yet: the card waits for your decision on the approval page your client opened. "
     "It expires unapproved at {expires}; get_card shows what became of it."
@@ -137,6 +141,12 @@ async def card_for(
     # would meet an earlier call's executed card and change nothing.
     later_round = ctx.request_state is not None and not answers_connect(ctx)
     if replan:
+        # The retry of a link round meets the card its link was for, whatever the page did with it
+        # since: planning again after the page approved a plan would meet Door already changed by it.
+        named = linked_card(ctx)
+        linked = await runtime.store.get(named) if named is not None else None
+        if linked is not None and linked.principal == principal and linked.action == action:
+            return linked
         with door_errors():
             planned = await plan(runtime.planner(door, principal))
         if later_round:
@@ -298,6 +308,9 @@ async def page_outcome(runtime: Runtime, ctx: Context[Any, Any], card: Card, ans
         return ChangeResult(
             status=now.status, changed=False, message=WAITING.format(expires=when(now.expires_at)), card=now
         )
+    if now.status is CardStatus.EXECUTING and now.steps:
+        # The page runs an approved plan in the background (maya_tools.channels.page) and shows its steps.
+        return ChangeResult(status=now.status, changed="unknown", message=PLAN_RUNNING.format(card=now.id), card=now)
     return outcome(now, decided_here=True)
 
 

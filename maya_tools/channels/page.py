@@ -27,6 +27,15 @@ HTML form POST, no JavaScript. What keeps the page safe:
 - A POST must carry the link's form token and, when the browser sends them, an ``Origin`` equal
   to the page's own and a ``Sec-Fetch-Site`` of same-origin; the ``Host`` must be the one the link
   names. Anything else changes nothing and leaves the link usable.
+- A plan card (``change_pool_tier``) runs its steps after the approval, for up to the plan's
+  deadlines, so its POST does not wait for the plan: the plan runs in the server's task group and
+  the answer, once the approval is recorded, is the card's progress view,
+  ``/approve/<card id>/<secret>/progress``. That GET shows each step's status and refreshes itself
+  (``<meta http-equiv="refresh">``, no script) until the plan ends; it decides nothing and spends
+  nothing. It needs the spent link's secret, checked against the hash this process kept when it
+  took the approval (the store forgets a spent link), the same ``Host`` and, under OAuth, the owner's
+  browser sign-in; so it is served by the process running the plan (``?via=`` routes it there
+  behind a balancer). Elsewhere, or after a restart, it says where to follow the plan instead.
 - Every response under the prefix, whatever its status or method (the framework's own 404 and 405
   included), is ``no-store``, cannot be framed, loads nothing from elsewhere and sends no
   ``Referer`` (the secret is in the path): ``PageHeaders`` sets them on the way out. ``HEAD`` is
@@ -70,6 +79,8 @@ logger = logging.getLogger("maya_tools")
 PATH = "/approve"
 SECRET_BYTES = 32
 FORM_BODY_LIMIT = 4_096
+REFRESH_SECONDS = 5
+"""How often a plan's progress view reloads itself while the plan runs."""
 
 
 def link_hash(card: Card, secret: str) -> str:
@@ -128,13 +139,18 @@ class ApprovalPages:
         """This replica's name (``MAYA_REPLICA``): links carry ``?via=`` so a load balancer sends them here."""
         self.runtime: Runtime | None = None
         pages = Starlette(
-            routes=[Route(PATH + "/{card_id}/{secret}", self.page, methods=["GET", "HEAD", "POST"])],
+            routes=[
+                Route(PATH + "/{card_id}/{secret}", self.page, methods=["GET", "HEAD", "POST"]),
+                Route(PATH + "/{card_id}/{secret}/progress", self.progress, methods=["GET", "HEAD"]),
+            ],
             exception_handlers={404: _not_here, 405: _not_here},
         )
         pages.router.redirect_slashes = False  # a redirect would repeat the secret in a Location header
         self.app: ASGIApp = PageHeaders(pages)
         """Everything under ``PATH``: the page's route, and the page's own answer to anything else."""
         self._asked: dict[str, _Asked] = {}
+        self._following: dict[str, str] = {}
+        """Card id → the spent link's hash, for the plans this process took the approval of."""
         self._lock = anyio.Lock()
         self._server: _QuietServer | None = None
         self._stopped = anyio.Event()
@@ -232,6 +248,10 @@ class ApprovalPages:
         decision: lifecycle.Decision = (
             lifecycle.Approve() if choice == "approve" else lifecycle.Decline("declined on the approval page")
         )
+        if card.steps and choice == "approve" and runtime.group is not None:
+            self._following[card.id] = digest
+            started = await self._run_plan(runtime, card, approver, token)
+            return self._progress_answer(request, started)
         done = await lifecycle.decide(
             runtime.service,
             card,
@@ -241,6 +261,59 @@ class ApprovalPages:
             door=runtime.door_with(token),
         )
         return _answer(done, "done")
+
+    async def _run_plan(self, runtime: Runtime, card: Card, approver: str, token: str) -> Card:
+        """Approve a plan card in the server's task group; the card once its first step is under way
+        (its approval recorded) or, when it ends before that, as it ended."""
+        begun = anyio.Event()
+
+        async def progress(done: float, total: float, message: str) -> None:
+            begun.set()
+
+        async def run() -> None:
+            try:
+                await lifecycle.decide(
+                    runtime.service,
+                    card,
+                    lifecycle.Approve(),
+                    by=approver,
+                    principal=card.principal,
+                    door=runtime.door_with(token),
+                    progress=progress,
+                )
+            except Exception:  # the card records what happened; the server's task group must go on
+                logger.exception("Plan %s approved on the approval page ended with an error", card.id)
+            finally:
+                begun.set()
+
+        assert runtime.group is not None
+        runtime.group.start_soon(run)
+        await begun.wait()
+        return await runtime.store.get(card.id) or card
+
+    async def progress(self, request: Request) -> Response:
+        """A plan's steps after its approval: read only, refreshed until the plan ends."""
+        runtime = self.runtime
+        card_id = request.path_params["card_id"]
+        if runtime is None or not self._own_host(request):
+            return _answer(None, "gone", status_code=404)
+        kept = self._following.get(card_id)
+        card = await runtime.store.get(card_id)
+        if card is None or kept is None or not _equal(link_hash(card, request.path_params["secret"]), kept):
+            return _answer(None, "not_followed", status_code=404)
+        if runtime.sign_in is not None:
+            owner = await runtime.sign_in.signed_in(request)
+            if owner is None:
+                return runtime.sign_in.login_redirect(request)
+            if owner.key != card.principal:
+                return _answer(None, "someone_else", status_code=403)
+        return self._progress_answer(request, card)
+
+    def _progress_answer(self, request: Request, card: Card) -> HTMLResponse:
+        running = card.status is CardStatus.EXECUTING
+        via = "" if self.via is None else "?" + urlencode({"via": self.via})
+        path = request.url.path.removesuffix("/progress") + "/progress" + via
+        return _answer(card, "done", refresh=path if running else "")
 
     def _origin(self, request: Request) -> str | None:
         base = self.base_url
@@ -267,9 +340,22 @@ def _equal(given: str | None, expected: str) -> bool:
 
 
 def _answer(
-    card: Card | None, view: str, *, form: str = "", status_code: int = 200, headers: Mapping[str, str] | None = None
+    card: Card | None,
+    view: str,
+    *,
+    form: str = "",
+    refresh: str = "",
+    status_code: int = 200,
+    headers: Mapping[str, str] | None = None,
 ) -> HTMLResponse:
-    context: dict[str, Any] = {"card": card, "view": view, "form": form, "pending": CardStatus.PENDING}
+    context: dict[str, Any] = {
+        "card": card,
+        "view": view,
+        "form": form,
+        "pending": CardStatus.PENDING,
+        "refresh": refresh,
+        "refresh_seconds": REFRESH_SECONDS,
+    }
     html = ENVIRONMENT.get_template("card.html.j2").render(**context)
     return HTMLResponse(html, status_code=status_code, headers=headers)
 

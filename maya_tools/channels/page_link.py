@@ -67,6 +67,18 @@ def link_round(card_id: str, message: str, link: str) -> LinkAsked:
     return LinkAsked(InputRequiredResult(input_requests={PAGE_KEY: request}, request_state=state))
 
 
+def linked_card(ctx: Context[Any, Any]) -> str | None:
+    """On a retry of a link round, the card id its (sealed) ``requestState`` names, else None."""
+    if not rides_input_required(ctx) or ctx.request_state is None:
+        return None
+    try:
+        state = json.loads(ctx.request_state)
+    except ValueError:
+        return None
+    named = state.get(_STATE_FIELD) if isinstance(state, dict) else None
+    return named if isinstance(named, str) else None
+
+
 def link_answer(card_id: str, ctx: Context[Any, Any]) -> Literal["accept", "decline", "cancel"] | None:
     """On a retry, the client's answer to the link of card ``card_id``; None when this call is not
     one (another protocol, no answer, or a ``requestState`` minted for another card or question)."""
