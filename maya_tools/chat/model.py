@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, Tool
 
-from maya_tools.chat.terminal import Terminal, call_line, short
+from maya_tools.chat.terminal import ProgressLines, Terminal, call_line, short
 
 if TYPE_CHECKING:  # the SDK takes a second to import; the offline chat and the server never need it
     import anthropic
@@ -287,7 +287,7 @@ class ModelChat:
         change = name in self.changes
         self._changes_called = self._changes_called or change
         try:
-            result = await self.mcp.call_tool(name, arguments)
+            result = await self.mcp.call_tool(name, arguments, progress_callback=ProgressLines(self.terminal))
         except MCPError as error:
             self.terminal.line(f"  ✗ {short(error, 400)}")
             return _refused(tool_use_id, f"The tool call failed: {error}")

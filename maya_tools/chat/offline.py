@@ -15,7 +15,7 @@ from mcp import Client
 from mcp_types import CallToolResult, TextContent
 
 from maya_tools.chat.interpreter import Interpreter, PoolInfo, Reply, TierInfo, ToolCall, World
-from maya_tools.chat.terminal import Terminal, call_line, short
+from maya_tools.chat.terminal import ProgressLines, Terminal, call_line, short
 
 ACTIONS = {
     "scale_node_pool": "the change to pool {target}",
@@ -124,7 +124,9 @@ class OfflineChat:
             self.terminal.line(back)
         self.terminal.line(call_line(understood.tool, understood.arguments))
         self._stale = understood.tool in ACTIONS
-        result = await self.client.call_tool(understood.tool, understood.arguments)
+        result = await self.client.call_tool(
+            understood.tool, understood.arguments, progress_callback=ProgressLines(self.terminal)
+        )
         self.terminal.line("maya › " + answer(understood, result))
 
     def abandon(self) -> None:

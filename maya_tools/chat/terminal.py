@@ -150,6 +150,21 @@ def ctrl_c_abandons_turns(terminal: Terminal) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+class ProgressLines:
+    """A tool call's MCP progress notifications, one line each as they come (a plan's steps and its
+    new workers, after the person approved it); a message the same as the one before is not repeated."""
+
+    def __init__(self, terminal: Terminal) -> None:
+        self.terminal = terminal
+        self.said: str | None = None
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        if not message or message == self.said:
+            return
+        self.said = message
+        self.terminal.line(f"  ⋯ {short(message, 200)}")
+
+
 def call_line(tool: str, arguments: Mapping[str, Any]) -> str:
     """The line the chat shows for each tool call, before it is made."""
     shown = ", ".join(f"{short(k)}={short(json.dumps(v))}" for k, v in arguments.items())
