@@ -100,6 +100,7 @@ class ApprovalService:
             finish=self._finish,
             renew=lambda card_id: store.renew(card_id, self.executor, self._clock() + LEASE),
             step_timeout=step_timeout,
+            resume_window=min(settle_window, ORPHAN_SETTLE_WINDOW),
         )
 
     async def get(self, card_id: str, *, principal: str | None = None) -> Card:

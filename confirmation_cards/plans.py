@@ -4,8 +4,9 @@ Each step's state is written to the card store (``CardStore.advance``, guarded b
 before its call leaves and after Door answers, so a server that dies mid-plan leaves the plan
 ``executing`` with a record of where it was; the next server on the store (or a live replica) takes
 the lapsed lease over (``ApprovalService.settle_orphans``) and continues from that record. A step
-found ``sending`` is settled by reading Door first and re-sent only when its change is not there,
-with the same ``Idempotency-Key`` (``<card id>.<step>``), so Door never applies a step twice.
+found ``sending`` is settled by reading Door back (for ``resume_window``: the dead server's request
+may still be in flight) and re-sent only when its change is still not there, with the same
+``Idempotency-Key`` (``<card id>.<step>``), so Door never applies a step twice.
 
 Before every step Door is read again (R-OP-03, R-POOL-02): the old pool must be as approved until it
 is removed, and every pool a step made must be as that step made it; otherwise the plan stops before
@@ -78,6 +79,7 @@ class PlanRunner:
         finish: Finish,
         renew: Callable[[str], Awaitable[bool]],
         step_timeout: float = PLAN_STEP_TIMEOUT,
+        resume_window: float = 10.0,
     ) -> None:
         self._store = store
         self._executor = executor
@@ -86,6 +88,8 @@ class PlanRunner:
         self._finish = finish
         self._renew = renew
         self.step_timeout = step_timeout
+        self.resume_window = resume_window
+        """Seconds (Door's time) a step found ``sending`` is read back before it is sent again."""
         self.poll = PLAN_POLL
 
     async def run(self, card: Card, door: DoorApi, progress: Progress | None = None) -> Card:
@@ -170,7 +174,7 @@ class PlanRunner:
     # --- the steps -----------------------------------------------------------------------------
 
     async def _call(self, card: Card, step: PlanStep, door: DoorApi, cluster: Cluster) -> Card:
-        if step.status is StepStatus.SENDING and _applied(step, cluster):
+        if step.status is StepStatus.SENDING and await self._arrives(card, step, door, cluster):
             return await self._done(card, step, door, "found applied when the plan was continued")
         card = await self._mark(card, step, StepStatus.SENDING, started_at=step.started_at or self._clock())
         try:
@@ -189,6 +193,22 @@ class PlanRunner:
                 raise Stop(f"Door refused step {step.index} ({step.title}): {refused.message}") from error
             return await self._settle(card, step, door, f"Door's answer to step {step.index} was unclear ({error})")
         return await self._done(card, step, door, "accepted by Door")
+
+    async def _arrives(self, card: Card, step: PlanStep, door: DoorApi, cluster: Cluster) -> bool:
+        """Whether a step found ``sending`` took effect, read back for ``resume_window``: the request of
+        the server that died may still be in flight at Door (a live replica takes over at once), and
+        sent again meanwhile its key would still be in use there, so Door would see the step twice."""
+        deadline = self._clock() + timedelta(seconds=self.resume_window)
+        while not _applied(step, cluster):
+            if self._clock() >= deadline:
+                return False
+            await self._renew(card.id)
+            await self._sleep(self.poll)
+            try:
+                cluster = await door.get_cluster(card.cluster_id)
+            except DoorError as error:
+                log.info("reading Door back for card %s failed: %s", card.id, type(error).__name__)
+        return True
 
     async def _settle(self, card: Card, step: PlanStep, door: DoorApi, why: str) -> Card:
         for attempt in range(SETTLE_READS):
