@@ -29,7 +29,7 @@ content the model reads.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -44,6 +44,8 @@ from maya_tools.auth.errors import DoorNotConnected
 from maya_tools.auth.tokens import Principal, VerifiedToken
 from maya_tools.channels.page_link import rides_input_required
 from maya_tools.runtime import Runtime
+
+_E = TypeVar("_E", bound=BaseException)
 
 CONNECT_KEY = "maya_tools:connect_door"
 """The link's key in ``inputRequests`` and in the retry's ``inputResponses``."""
@@ -66,39 +68,31 @@ WHERE = (
 )
 
 
-def not_connected(error: BaseException) -> DoorNotConnected | None:
-    """The ``DoorNotConnected`` behind ``error`` (the SDK wraps what a tool or resolver raises), if any."""
+def _behind(error: BaseException, kind: type[_E]) -> _E | None:
+    """The exception of ``kind`` behind ``error`` (the SDK wraps what a tool or resolver raises), if any."""
     seen: BaseException | None = error
     for _ in range(8):
-        if seen is None:
-            return None
-        if isinstance(seen, DoorNotConnected):
+        if seen is None or isinstance(seen, kind):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
 
 
+def not_connected(error: BaseException) -> DoorNotConnected | None:
+    """The ``DoorNotConnected`` behind ``error``, if any."""
+    return _behind(error, DoorNotConnected)
+
+
 async def refused_token(runtime: Runtime, ctx: Context[Any, Any], error: BaseException) -> DoorNotConnected | None:
     """Under OAuth, Door's ``401`` to the Door token a person connected (behind ``error``): the token is
     forgotten and the person is asked to connect again, as for a person who never connected one."""
-    if not runtime.oauth or runtime.credentials is None or not _door_refused(error):
+    if not runtime.oauth or runtime.credentials is None or _behind(error, Unauthorized) is None:
         return None
     person = verified_person(ctx)
     if person is None:
         return None
     await runtime.credentials.delete(person)
     return DoorNotConnected(person.key, runtime.connect_url, refused=True)
-
-
-def _door_refused(error: BaseException) -> bool:
-    seen: BaseException | None = error
-    for _ in range(8):
-        if seen is None:
-            return False
-        if isinstance(seen, Unauthorized):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def verified_person(ctx: Context[Any, Any]) -> Principal | None:
