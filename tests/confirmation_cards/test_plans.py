@@ -258,3 +258,40 @@ async def test_fifty_concurrent_approvals_run_one_plan(
     winners = {r.approved_by for r in results}
     assert len(winners) == 1
     assert [e.event for e in await store.audit(card.id)].count("approved") == 1
+
+
+@pytest.mark.parametrize("keep_name", [False, True])
+async def test_the_cards_peak_price_and_credit_are_the_catalogs_and_door_asks_that_credit(
+    door: DoorClient,
+    clock: ManualClock,
+    store: SqliteCardStore,
+    runner: ApprovalService,
+    backend: ReferenceBackend,
+    keep_name: bool,
+) -> None:
+    """R-CREDIT-01 with R-PATCH-10: the card's figures, from Door's own catalog by hand (workers: two
+    dks.c5.xlarge moving to dks.c5.2xlarge; both pools run at the peak), and Door's 402 at exactly that
+    credit: one cent short is refused at step 1, the figure itself is enough."""
+    tiers = {t.id: t for t in (await door.list_machine_tiers()).items}
+    old, new = tiers["dks.c5.xlarge"], tiers["dks.c5.2xlarge"]
+    card = await planned(door, clock, store, keep_name=keep_name)
+
+    assert card.price_before == pytest.approx(2 * old.price_per_hour)
+    assert card.price_peak == pytest.approx(2 * old.price_per_hour + 2 * new.price_per_hour)
+    assert card.price_after == pytest.approx(2 * new.price_per_hour)
+    assert card.capacity_peak is not None and card.capacity_peak.total_vcpu == 2 * old.vcpu + 2 * new.vcpu
+    needed = round(2 * new.price_per_hour * 24, 2)  # the peak adds the new pool, for R-CREDIT-01's 24 h
+    assert card.credit_needed == pytest.approx(needed)
+
+    backend.set_credit("payments", needed - 0.01)
+    short = await runner.approve(card.id, approver="ada", door=door)
+    assert short.status is CardStatus.FAILED and short.result is not None and short.result.status_code == 402
+
+    backend.set_credit("payments", needed)
+    again = await store.create(
+        await plan_tier_change(
+            Planner(door, clock=clock.now), "payments-prod", "workers", "dks.c5.2xlarge", keep_name=keep_name
+        )
+    )
+    done = await runner.approve(again.id, approver="ada", door=door)
+    assert done.steps[0].status is not StepStatus.FAILED, done.result
