@@ -45,7 +45,9 @@ def inspector(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Inspec
         env = server_env(tmp_path)
         # the Inspector starts the server with a small default environment and the pairs given with -e
         kept = [
-            f"{key}={env[key]}" for key in ("PYTHONPATH", "MAYA_CARD_STORE", "MAYA_REFERENCE_TIME_SCALE") if key in env
+            f"{key}={env[key]}"
+            for key in ("PYTHONPATH", "MAYA_CARD_STORE", "MAYA_REFERENCE_TIME_SCALE")
+            if env.get(key)
         ]
         pairs = [arg for pair in kept for arg in ("-e", pair)]
         yield [*cli, *pairs], [str(Path(sys.executable).parent / "maya-tools"), "serve"]
