@@ -15,7 +15,6 @@ with no keys at all, nothing verifies (``IssuerUnavailable``).
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ import anyio
 import httpx2
 
 from maya_tools.auth.errors import IssuerUnavailable, TokenRefused
+from maya_tools.settings import is_loopback
 
 logger = logging.getLogger(__name__)
 
@@ -40,18 +40,9 @@ def require_secure_url(url: str, what: str) -> str:
     parts = urlsplit(url)
     if parts.scheme == "https" and parts.hostname:
         return url
-    if parts.scheme == "http" and parts.hostname and _loopback(parts.hostname):
+    if parts.scheme == "http" and parts.hostname and is_loopback(parts.hostname):
         return url
     raise ValueError(f"{what} {url!r} must be an https URL (plain http only to a loopback host)")
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def discovery_urls(issuer: str) -> list[str]:
