@@ -34,11 +34,26 @@ CHANGES = frozenset(
 )
 _ASKS = re.compile(r"^(?:is|are|does|do|can|how|what|what's|whats|which|why|when|show|list)\b")
 _GREETING = re.compile(r"^(?:(?:hey|hi|hello|ok|okay|so|um|uh|right|alright|maya|quick\s+one|question)[,!:]?\s+)+")
-# What may stand before an imperative inside a question: "can you", "could we", "is it possible to".
+# What may stand before an imperative inside a question: "can you", "could we", "is it possible to",
+# "i'd like you to", "we need to", "maybe we", "go ahead and" (a request said politely is still one).
 _POLITE = re.compile(
-    r"^(?:(?:can|could|would|will)\s+(?:you|u|we|i)\s+(?:please\s+|pls\s+|just\s+|maybe\s+|quickly\s+|mind\s+)*"
-    r"|is\s+it\s+possible\s+to\s+|do\s+you\s+mind\s+|please\s+|pls\s+)"
+    r"^(?:(?:so|and|but|then|also|ok|okay|well|now|actually|basically|anyway|great|perfect|cool|sorry|oh|wait|"
+    r"hmm|yes|yeah|thanks|thank\s+you|good|right)[,!]?\s+"
+    r"|(?:can|could|would|will)\s+(?:you|u|we|i|someone)\s+(?:please\s+|pls\s+|kindly\s+|just\s+|maybe\s+|quickly\s+"
+    r"|mind\s+|possibly\s+|also\s+|now\s+)*"
+    r"|is\s+it\s+possible\s+to\s+|do\s+you\s+mind\s+|please\s+|pls\s+|plz\s+|kindly\s+|just\s+"
+    r"|(?:i|we)\s*(?:would|'d|d)\s+(?:like|love|want)\s+(?:you\s+)?to\s+|(?:i|we)\s+(?:want|need)\s+(?:you\s+)?to\s+"
+    r"|(?:i\s+think\s+)?(?:we|you)\s+(?:should|must|need\s+to|have\s+to|can)\s+|maybe\s+(?:we|you)\s+(?:could\s+|should\s+|can\s+)?"
+    r"|let'?s\s+|let\s+us\s+|go\s+ahead\s+and\s+|i\s+was\s+wondering\s+if\s+(?:you|we)\s+could\s+"
+    r"|(?:i\s+was\s+thinking|i\s+think)[:,]?\s+)"
 )
+# "can we have 10 more workers", "can workers have one fewer node": a count asked for, politely
+_HAVE_COUNT = re.compile(
+    r"^(?:can|could|may)\s+(?:we|i|you|[a-z0-9-]+)\s+(?:please\s+)?(?:have|get)\s+(?:\d+|an?|one|two|three|four|five|"
+    r"six|seven|eight|nine|ten|another)\s+(?:more\s+|fewer\s+|less\s+|extra\s+)?(?:nodes?|workers?|machines?|instances?)\b"
+)
+# Where one sentence of a message ends and the next begins ("scale workers to 3. thanks!", "... — please")
+_CLAUSE = re.compile(r"(?<=[.!?;:])\s+|\s+[—–]\s+|\s+-{1,2}\s+|,\s+(?=(?:so|but|then|could|can|would|please|pls)\b)")
 CHANGE_VERB = (
     r"(?:scale|resize|bump|grow|shrink|set|increase|decrease|raise|lower|reduce|make|bring|add|create|remove|"
     r"delete|drop|destroy|replace|recycle|reboot|restart|cycle|relabel|label|tag|turn|enable|disable|stop|"
@@ -75,12 +90,22 @@ def asks(sentence: str) -> bool:
     return "?" in text or bool(_ASKS.match(text))
 
 
+def clauses(sentence: str) -> list[str]:
+    """The sentences and clauses of a message, each read on its own for an imperative."""
+    return [c.strip(" ,.!?") for c in _CLAUSE.split(plain(sentence)) if c.strip(" ,.!?")]
+
+
 def imperative(sentence: str) -> bool:
-    """An explicit change asked for: a change verb opens the sentence, after any "can you" / "please"."""
-    text = plain(sentence)
-    while (m := _POLITE.match(text)) is not None and m.end():
-        text = text[m.end() :]
-    return bool(_IMPERATIVE.match(text))
+    """An explicit change asked for: in some sentence of the message a change verb opens it, after any
+    "so", "can you", "please", "i'd like you to" ("hi! could you add a pool ...?")."""
+    for text in clauses(sentence):
+        if _HAVE_COUNT.match(text):
+            return True
+        while (m := _POLITE.match(text)) is not None and m.end():
+            text = text[m.end() :]
+        if _IMPERATIVE.match(text) or _HAVE_COUNT.match(text):
+            return True
+    return False
 
 
 def _mentions(text: str, name: str) -> bool:

@@ -1,0 +1,76 @@
+"""What a message says around its request: greetings, thanks, reasons and context ("we have a sale
+tomorrow", "because QA is testing", "is that possible?"). The reader reads the request without them,
+so a number or a word in a reason ("so it can go down to zero on weekends", "the CFO approved the
+budget") never becomes a part of the request.
+
+A sentence goes when it names nothing the server lists and holds no number, tier, label, node-pool
+word or verb of a request; a comma clause goes only when it is a greeting, thanks, "is that possible?"
+or "it's approved" with no name or number in it. A message keeps at least one sentence.
+The safety properties are checked on the whole message as typed (``safety``), never on this trimmed
+reading, so trimming can make a reading more exact but never lets a question become a change.
+"""
+
+from __future__ import annotations
+
+import re
+
+from maya_tools.chat.interpreter.names import World
+from maya_tools.chat.interpreter.safety import CHANGE_VERB
+from maya_tools.chat.interpreter.words import NUMBER_WORDS, UNITS
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\s+[—–]\s+|\s+-{1,2}\s+|\n+")
+_COMMA = re.compile(r",\s+")
+# A reason or an aside after the request, to the end of its sentence.
+_REASON = re.compile(
+    r"(?:,\s*|\s+)(?:because|cause|cuz|since|as\s+(?:we|our|the|it)|so\s+(?:that\s+)?(?:it|we|they|he|she|you)\s+"
+    r"(?:can|could|will|would|won't|doesn't|don't|is|are|isn't|aren't|has|have|may|might)|we(?:'ll|\s+will)\s+"
+    r"(?:bring|put|scale|move|change|switch|turn)\s+it\s+back)\b[^.!?,;]*"
+)
+_SOCIAL = re.compile(
+    r"^(?:hi|hello|hey|hiya|yo|good\s+(?:morning|afternoon|evening|day)|dear\s+\w+|greetings|thanks?|thank\s+you|thx|ty|"
+    r"cheers|much\s+appreciated|appreciate\s+it|hope\s+you|have\s+a\s+|sorry\s+for|apologies|many\s+thanks|"
+    r"is\s+that\s+(?:possible|ok|okay|alright|fine|doable)|right|ok|okay|would\s+that\s+work|does\s+that\s+work|"
+    r"(?:i\s+)?hope\s+(?:that|this)\s+(?:is|makes))\b"
+)
+_CONTENT = re.compile(
+    rf"\d|=|\b(?:{'|'.join(w for w in NUMBER_WORDS if ' ' not in w and len(w) > 2)})\b|\b{UNITS}\b|\b(?:node\s*)?pools?\b|"
+    rf"\bnodepools?\b|\bclusters?\b|\btiers?\b|\bsizes?\b|\blabels?\b|\btags?\b|\bauto[\s-]?scal\w*|\bmin\w*|\bmax\w*|\bfloor\b|"
+    rf"\bceiling\b|\bcap\b|\bbounds?\b|\bfixed\b|\b(?:show|list|what|which|how|is|are|does|do|status)\b|"
+    rf"\b(?:[cmr]\d)\b|\b(?:name[sd]?|call(?:ed)?|keep|same)\b|\b{CHANGE_VERB}\b|\b(?:approve|confirm|sign\s+off)\b(?!d)|\bnot\b|\bnever\b|\binstead\b|\bmeant?\b"
+)
+_APPROVED = re.compile(
+    r"\b(?:it'?s|it\s+is|was|been|finally|already|budget)\s+(?:\w+\s+)?approved\b|\bapproved\s+the\b"
+)
+
+
+def _names(world: World) -> re.Pattern[str] | None:
+    names = [*world.clusters, *world.pools(), *world.all_nodes(), *(n.rsplit("-", 1)[-1] for n in world.all_nodes())]
+    parts = {p for c in world.clusters for p in c.split("-") if len(p) >= 4}
+    words = sorted({*names, *parts}, key=len, reverse=True)
+    return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in words) + r")\b") if words else None
+
+
+def _context(clause: str, names: re.Pattern[str] | None) -> bool:
+    """A greeting, thanks, "is that possible?" or "it's approved": nothing listed, no number."""
+    text = clause.lower().strip(" ,.!?")
+    if (names and names.search(text)) or re.search(r"\d|=", text):
+        return False
+    return bool(_APPROVED.search(text) or _SOCIAL.match(text))
+
+
+def _has_content(sentence: str, names: re.Pattern[str] | None) -> bool:
+    text = sentence.lower()
+    return bool(_CONTENT.search(text) or (names and names.search(text)))
+
+
+def trim(request: str, world: World) -> str:
+    """``request`` without the sentences and clauses that hold no part of a request."""
+    names = _names(world)
+    text = _REASON.sub("", request)
+    kept: list[str] = []
+    for sentence in _SENTENCE.split(text):
+        clauses = [c for c in _COMMA.split(sentence) if c.strip() and not _context(c, names)]
+        if clauses and _has_content(sentence, names):
+            kept.append(", ".join(clauses))
+    trimmed = " ".join(kept).strip()
+    return trimmed if trimmed and re.search(r"[a-z0-9]", trimmed, re.IGNORECASE) else request
