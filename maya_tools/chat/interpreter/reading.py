@@ -80,7 +80,7 @@ _JSON_PAIR = re.compile(r"[\"']?([A-Za-z0-9_./-]+)[\"']?\s*:\s*[\"']?([A-Za-z0-9
 
 def read(request: str, world: World, context: str = "") -> Reading:
     """Every part of ``request`` that can be found, with names matched against ``world``."""
-    typed, request = request, trim(request, world)
+    as_typed, request = request, trim(request, world)
     said = normalize(request)
     said = _BOUND_KEYS.sub(r"\1 \2", said)
     pools = "|".join(re.escape(p) for p in world.pools())
@@ -106,7 +106,7 @@ def read(request: str, world: World, context: str = "") -> Reading:
         text += f" on {pairs.pop('cluster').lower()}"
     quoted = re.search(r"[\"'`‘’“”]([a-z0-9][a-z0-9-]*)[\"'`‘’“”]", request.lower())
     r = Reading(text=text, card=card[0] if card else None, said=request.lower())
-    r.question = safety.asks(typed) and not safety.imperative(typed)  # on the words as typed
+    r.question = safety.asks(as_typed) and not safety.imperative(as_typed)  # on the words as typed
     r.follow_up = bool(re.match(r"\s*(?:and|what\s+about|how\s+about|same\s+for)\b", request.lower()))
     r.blind = not world.clusters
     r.correction = bool(
