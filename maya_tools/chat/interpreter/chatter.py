@@ -18,7 +18,7 @@ from maya_tools.chat.interpreter.names import World
 from maya_tools.chat.interpreter.safety import CHANGE_VERB
 from maya_tools.chat.interpreter.words import NUMBER_WORDS, UNITS
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\s+[—–]\s+|\s+-{1,2}\s+|\n+")
+_SENTENCE = re.compile(r"((?<=[.!?])\s+|\s+[—–]\s+|\s+-{1,2}\s+|\n+)")
 _COMMA = re.compile(r",\s+")
 # A reason or an aside after the request, to the end of its sentence.
 _REASON = re.compile(
@@ -68,9 +68,10 @@ def trim(request: str, world: World) -> str:
     names = _names(world)
     text = _REASON.sub("", request)
     kept: list[str] = []
-    for sentence in _SENTENCE.split(text):
+    pieces = _SENTENCE.split(text)  # sentences, each followed by the separator that ended it
+    for sentence, end in zip(pieces[::2], [*pieces[1::2], ""], strict=True):
         clauses = [c for c in _COMMA.split(sentence) if c.strip() and not _context(c, names)]
         if clauses and _has_content(sentence, names):
-            kept.append(", ".join(clauses))
-    trimmed = " ".join(kept).strip()
+            kept.append(", ".join(clauses) + end)
+    trimmed = "".join(kept).strip()
     return trimmed if trimmed and re.search(r"[a-z0-9]", trimmed, re.IGNORECASE) else request

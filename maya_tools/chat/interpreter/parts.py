@@ -97,12 +97,12 @@ def find_names(r: Reading, world: World) -> None:
             r.node = w
             clusters.append(node_cluster)
             continue
+        found = candidates(w, world.clusters)
+        if found:  # "1 node, payments-staging": a listed cluster after "node" is still the cluster
+            clusters.extend(c for c in found if c not in clusters)
+            continue
         if before in {"node", "nodes"} and w not in VOCABULARY and not w.isdigit() and "-" in w:
             r.node = w
-            continue
-        found = candidates(w, world.clusters)
-        if found:
-            clusters.extend(c for c in found if c not in clusters)
             continue
         found = candidates(w, world.pools())
         if found:

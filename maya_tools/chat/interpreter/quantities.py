@@ -12,7 +12,9 @@ from maya_tools.chat.interpreter.names import World
 from maya_tools.chat.interpreter.words import UNITS, VOCABULARY
 
 # "m5 large", "c5 2xl", "r5.xlarge", "dks c5 xl": the catalog's families and sizes
-_TIER = re.compile(r"\b(?:dks[\s.\-]?)?([cmr]\d)[\s.\-]?(2\s?xlarge|2\s?xl|xlarge|xl|large|lg)\b")
+_TIER = re.compile(
+    r"\b(?:dks[\s.\-]?)?([cmr]\d)[\s.\-]?(\d{1,2}\s?xlarge|\d{1,2}\s?xl|xlarge|xl|large|lg)\b", re.IGNORECASE
+)
 _SIZE_WORD = {
     "2xlarge": "2xlarge",
     "2xl": "2xlarge",
@@ -92,8 +94,12 @@ def canonical_tiers(text: str, world: World) -> str:
     """Loose tier spellings as the catalog's ids (``dks.c5.2xlarge``); a family the catalog lacks stays."""
 
     def tier(m: re.Match[str]) -> str:
-        name = f"dks.{m[1]}.{_SIZE_WORD[m[2].replace(' ', '')]}"
-        return name if not world.tiers or name in world.tiers else m[0]
+        size = m[2].replace(" ", "").lower()
+        size = _SIZE_WORD.get(size) or re.sub(r"xl$", "xlarge", size)  # "c5 4xl": a size the catalog may lack
+        name = f"dks.{m[1].lower()}.{size}"
+        listed = not world.tiers or name in world.tiers
+        # a size the catalog lacks is still read as a tier ("c5 4xlarge"), so Door's catalog is named back
+        return name if listed or re.fullmatch(r"\d+xlarge", size) else m[0]
 
     return _TIER.sub(tier, text)
 

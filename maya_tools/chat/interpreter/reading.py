@@ -8,6 +8,7 @@ import re
 from maya_tools.chat.interpreter import safety
 from maya_tools.chat.interpreter.chatter import trim
 from maya_tools.chat.interpreter.names import World
+from maya_tools.chat.interpreter.new_pool import colon_pairs, new_name, same_tier
 from maya_tools.chat.interpreter.parts import CREATE as _CREATE
 from maya_tools.chat.interpreter.parts import NEW_POOL as _NEW_POOL
 from maya_tools.chat.interpreter.parts import find_names, find_numbers
@@ -46,7 +47,10 @@ _ELSEWHERE = _rx(
 )
 _TIER_VERB = _rx(r"\b(?:change|switch|swap|move|convert|migrate|upgrade|resize|set|turn|put|make)\b|->|=>")
 _AUTOSCALE = _rx(r"\bauto(?:matic(?:ally)?)?[\s-]?scal\w*")
-_OFF = _rx(r"\b(?:off|disable[ds]?|stop|deactivate|no\s+more|without|fixed\s+size|pin)\b")
+_OFF = _rx(
+    r"\b(?:off|disable[ds]?|stop|deactivate|no\s+more|without|fixed\s+size|pin)\b"
+    r"|\b(?:no|not|non|don'?t|do\s+not|never)[\s-]+(?:\w+\s+)?auto"  # "no autoscaling", "don't autoscale it"
+)
 _LABEL = _rx(r"\b(?:re)?label(?:s|ed|led)?\b")
 _TAG = _rx(r"\b(?:re)?tag(?:s|ged)?\b")
 _REPLACE = _rx(r"\b(?:replace|recycle|reboot|restart|drain|reprovision|recreate|re-create|cycle|swap|kill|broken)\b")
@@ -71,7 +75,7 @@ _INFO = _rx(
 )
 _CLUSTERS = _rx(r"\bclusters\b|\bany\s+cluster\b")
 _QUESTION = _rx(r"^(?:is|are|was|were|did|does|do|has|have|any|what|what's|whats|which|how|when|where|why)\b")
-_PAIR = re.compile(r"(?<![\w./-])([A-Za-z0-9][-A-Za-z0-9_./]*)\s*=\s*([-A-Za-z0-9_./]*)")
+_PAIR = re.compile(r"(?<![\w./-])([A-Za-z0-9][-A-Za-z0-9_./]*)\s*=\s*((?:[-A-Za-z0-9_./]*[-A-Za-z0-9_/])?)")
 _BOUND_KEYS = re.compile(r"\b(min|max|minimum|maximum|min_nodes|max_nodes|count|nodes)\s*[=:]\s*(\d+)", re.IGNORECASE)
 _CARD = re.compile(r"\bcard_[A-Za-z0-9_-]+")
 _JSON_LABELS = re.compile(r"(?:labels?|tags?)?\s*:?\s*\{([^{}]*)\}")
@@ -87,9 +91,7 @@ def read(request: str, world: World, context: str = "") -> Reading:
     if pools:  # "set workers=4": a count for a listed pool, never a label named after it
         said = re.sub(rf"\b({pools})\s*=\s*(\d+)\b", r"\1 to \2", said, flags=re.IGNORECASE)
     said = _JSON_LABELS.sub(lambda m: " " + " ".join(f"{k}={v}" for k, v in _JSON_PAIR.findall(m[1])) + " ", said)
-    said = re.sub(
-        r"(?<=[A-Za-z0-9_])\s*:\s+(?![\d.\-–]+(?:\s*,|\s*$))(?=[A-Za-z0-9_.-]+(?:\s*,|\s*$))", "=", said
-    )  # "owner: alice"
+    said = colon_pairs(canonical_tiers(said, world), world)  # "owner: alice", "Name: canary. Machine: c5 xlarge"
     said = re.sub(r"[,;]\s*(?=[A-Za-z0-9_.-]+=)", " ", said)
     pairs = {k.lower(): v for k, v in _PAIR.findall(said)}
     card = _CARD.search(said)
@@ -113,13 +115,17 @@ def read(request: str, world: World, context: str = "") -> Reading:
         re.search(r"\b(?:i\s+meant|meant|instead|rather|actually|make\s+it|no\s+wait)\b", request.lower())
     )
     r.numbers = [int(n) for n in re.findall(r"(?<![\w.=-])(\d+)(?![\w.-]*[a-z])", text)]
-    size = re.search(rf"(?<![\w.-])({SIZE})(?![\w.-])", text)
+    size = re.search(rf"(?<![\w.-])({SIZE})(?![\w-]|\.\w)", text)  # "r5 xlarge. 2": the stop ends it
     r.size = size[1] if size else None
     if m := re.search(r"\bname:(\S+)", text):
         r.name = m[1]
     if m := re.search(r"\bsize:(\S+)", text):
         r.size = r.size or canonical_tiers(m[1], world)
     find_names(r, world)
+    if _CREATE.search(text) or re.search(r"\b(?:called|named|name)\b|[\"'`‘“]", request.lower()):
+        if r.name is None and (named := new_name(text, request, world, r.clusters, r.pools)) is not None:
+            r.name, r.pools = named, tuple(p for p in r.pools if p != named)
+        r.size = r.size or same_tier(text, world, r.clusters[0] if len(r.clusters) == 1 else None)
     find_numbers(r)
     rel = relative(text)
     r.factor = rel.factor
@@ -235,12 +241,17 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return None
     if r.question:
         return None if _ELSEWHERE.search(text) else _question(r, text)
-    new_pool = _NEW_POOL.search(text) or (
-        _CREATE.search(text)
-        and (
-            re.search(r"\b(?:new|another|second|extra)\s+(?:node\s*)?pool|\bnodepool\b|\bpool\b", text)
-            or re.search(r"\b(?:call\s+it|named|called)\b", text)
-            or r.name
+    unlisted = bool(r.name) and r.name not in r.pools and bool(re.search(r"\b(?:node\s*)?pools?\b|\bnodepool\b", text))
+    new_pool = (
+        _NEW_POOL.search(text)
+        or (unlisted and bool(r.size or r.count is not None or r.high is not None))
+        or (
+            _CREATE.search(text)
+            and (
+                re.search(r"\b(?:new|another|second|extra)\s+(?:node\s*)?pool|\bnodepool\b|\bpool\b", text)
+                or re.search(r"\b(?:call\s+it|named|called)\b", text)
+                or r.name
+            )
         )
     )
     if (
