@@ -38,6 +38,11 @@ _CONTENT = re.compile(
     rf"\bceiling\b|\bcap\b|\bbounds?\b|\bfixed\b|\b(?:show|list|what|which|how|is|are|does|do|status)\b|"
     rf"\b(?:[cmr]\d)\b|\b(?:name[sd]?|call(?:ed)?|keep|same)\b|\b{CHANGE_VERB}\b|\b(?:approve|confirm|sign\s+off)\b(?!d)|\bnot\b|\bnever\b|\binstead\b|\bmeant?\b"
 )
+# A comma clause that tells how things are, not what to do: "we have a lot of PRs this week"
+_STATEMENT = re.compile(
+    r"^(?:we|we've|we're|we\s+are|i'm|i\s+am|i've|it's|it\s+is|there's|there\s+(?:is|are)|that's|they|everything|"
+    r"qa|marketing|the\s+(?:team|cfo|boss|load|traffic))\b"
+)
 _APPROVED = re.compile(
     r"\b(?:it'?s|it\s+is|was|been|finally|already|budget)\s+(?:\w+\s+)?approved\b|\bapproved\s+the\b"
 )
@@ -55,6 +60,8 @@ def _context(clause: str, names: re.Pattern[str] | None) -> bool:
     text = clause.lower().strip(" ,.!?")
     if (names and names.search(text)) or re.search(r"\d|=", text):
         return False
+    if _STATEMENT.match(text) and not _CONTENT.search(re.sub(r"^\S+\s*", "", text)):
+        return True
     return bool(_APPROVED.search(text) or _SOCIAL.match(text))
 
 

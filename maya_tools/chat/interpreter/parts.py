@@ -13,7 +13,7 @@ from maya_tools.chat.interpreter.words import NAME, SIZE, UNITS, VOCABULARY
 CREATE = re.compile(r"\b(?:add|create|new|make|provision|spin\s+up|set\s+up|build)\b")
 NEW_POOL = re.compile(r"\b(?:new|second|another|extra|additional|separate)\s+(?:node\s*)?pool\b")
 _REFER_CLUSTER = re.compile(r"\bthere\b|\b(?:that|this|the\s+same|same)\s+cluster\b")
-_REFER_POOL = re.compile(r"\b(?:it|that|this|the\s+same|same)\s+(?:node\s+)?pool\b|\bit\b")
+_REFER_POOL = re.compile(r"\b(?:it|its|that|this|the\s+same|same)\s+(?:node\s+)?pool\b|\bits?\b")
 
 
 def find_numbers(r: Reading) -> None:

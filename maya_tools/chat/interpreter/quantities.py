@@ -173,6 +173,7 @@ class Bounds:
     high: int | None = None
     start: int | None = None
     shift: tuple[str, int] | None = None  # "raise the max by 2": which bound, and by how much
+    scale: tuple[str, float] | None = None  # "double the ceiling": which bound, and the factor
 
 
 def bounds(text: str) -> Bounds:
@@ -183,19 +184,29 @@ def bounds(text: str) -> Bounds:
         down = re.search(r"\b(?:lower|reduce|decrease|drop|cut|down)\b", text)
         b.shift = ("low" if m[1] in ("floor", "min", "minimum") else "high", -int(m[2]) if down else int(m[2]))
         return b
+    if m := re.search(shift + r"\s*(\+|-|plus\s+|minus\s+)\s*(\d+)\b", text):  # "batch max +2"
+        sign = -1 if m[2].strip() in ("-", "minus") else 1
+        b.shift = ("low" if m[1] in ("floor", "min", "minimum") else "high", sign * int(m[3]))
+        return b
+    factor = r"\b(double|twice|triple|halve)\s+(?:the\s+|its\s+)?(?:[a-z0-9-]+\s+)?(?:pool\s+)?"
+    if m := re.search(factor + r"(floor|ceiling|cap|min(?:imum)?|max(?:imum)?)\b", text):  # "double the batch ceiling"
+        b.scale = ("low" if m[2] in ("floor", "min", "minimum") else "high", _FACTORS[m[1]])
+        return b
     low = re.search(
-        r"\b(?:never\s+(?:go\s+)?(?:below|under|less\s+than|fewer\s+than)|not?\s+(?:go\s+)?(?:below|under|fewer\s+than|less\s+than)|"
+        r"\b(?:never\s+(?:go\s+|drop\s+|fall\s+|dip\s+|get\s+|shrink\s+|scale\s+)?(?:below|under|less\s+than|fewer\s+than|lower\s+than)|"
+        r"not?\s+(?:go\s+|drop\s+|fall\s+|dip\s+)?(?:below|under|fewer\s+than|less\s+than)|"
         r"floor(?:\s+(?:of|at|to))?|min(?:imum)?(?:\s+(?:of|to|at|nodes|is))*|at\s+least|lower\s+bound(?:\s+of)?)\s*:?\s*(\d+)",
         text,
     )
     high = re.search(
-        r"\b(?:never\s+(?:go\s+)?(?:above|over|more\s+than|exceed)|not?\s+(?:go\s+)?(?:above|over|more\s+than)|"
+        r"\b(?:never\s+(?:go\s+|grow\s+|get\s+|scale\s+)?(?:above|over|more\s+than|exceed|past|beyond)|not?\s+(?:go\s+|grow\s+)?(?:above|over|more\s+than|past|beyond)|"
+        r"(?:able\s+to|can|could|allowed\s+to|may)\s+(?:go|grow|scale|burst)\s+(?:up\s+)?to|"
         r"ceiling(?:\s+(?:of|at|to))?|cap(?:ped)?(?:\s+(?:of|at|to))?|max(?:imum)?(?:\s+(?:of|to|at|nodes|is))*|"
         r"at\s+most|up\s+to|no\s+more\s+than|upper\s+bound(?:\s+of)?)\s*:?\s*(\d+)",
         text,
     )
     moved = re.search(
-        r"\b(?:raise|lower|set|bump|move|drop|change|put)\s+the\s+(floor|ceiling|cap|min(?:imum)?|max(?:imum)?)\b.*?\bto\s+(\d+)",
+        r"\b(?:raise|lower|set|bump|move|drop|change|put|make)\s+(?:the|its|their)\s+(floor|ceiling|cap|min(?:imum)?|max(?:imum)?)\b.*?\b(?:to|at)\s+(\d+)",
         text,
     )
     moved = moved or re.search(
@@ -213,8 +224,13 @@ def bounds(text: str) -> Bounds:
         b.low = int(low[1])
     if high:
         b.high = int(high[1])
+        down = re.search(r"\b(?:down|back)\s+to\s+(\d+)\b", text)  # "go up to 12, and down to 2 is fine"
+        if b.low is None and down and "up" in high[0] and int(down[1]) < b.high:
+            b.low = int(down[1])
     if m := re.search(
-        r"\b(?:start(?:ing)?\s+(?:at|with|from)|initial(?:ly)?(?:\s+(?:at|count))?|begin\s+(?:at|with))\s+(\d+)", text
+        r"\b(?:start(?:ing)?\s+(?:it\s+|them\s+|off\s+|the\s+pool\s+)?(?:at|with|from|on)|initial(?:ly)?(?:\s+(?:at|count))?|"
+        r"begin\s+(?:at|with))\s+(\d+)",
+        text,
     ):
         b.start = int(m[1])
     return b

@@ -138,12 +138,14 @@ def read(request: str, world: World, context: str = "") -> Reading:
     r.high = b.high if b.high is not None else r.high
     r.start = b.start
     shifted = [i for c in world.clusters for p, i in world.clusters[c].items() if p in r.pools and i.auto_scale]
-    if b.shift and len(shifted) == 1 and not (r.clusters and len(r.clusters) > 1):
-        bound, by = b.shift  # resolved against the pool's listed bounds, as a relative count is
+    if (b.shift or b.scale) and len(shifted) == 1 and not (r.clusters and len(r.clusters) > 1):
+        bound = (b.shift or b.scale or ("", 0))[0]  # resolved against the pool's listed bounds, as a relative count is
         listed = shifted[0].min_nodes if bound == "low" else shifted[0].max_nodes
         if listed is not None:
-            r.low, r.high = (listed + by, None) if bound == "low" else (None, listed + by)
+            moved = listed + b.shift[1] if b.shift else round(listed * (b.scale[1] if b.scale else 1))
+            r.low, r.high = (moved, None) if bound == "low" else (None, moved)
             r.delta = r.count = None
+            r.factor = None
     if r.start is not None and r.count == r.start:
         r.count = None
     ranged = re.search(r"\bfrom\s+(\d+)\s+to\s+(\d+)\b", text)
@@ -291,9 +293,9 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         )
         and (
             (r.low is not None and r.high is not None)
-            or re.search(r"\b(?:floor|ceiling|cap|min|max|minimum|maximum)\b", text)
+            or re.search(r"\b(?:floor|ceiling|cap|min|max|minimum|maximum|never|at\s+least|at\s+most)\b", text)
         )
-    ):
+    ):  # one bound alone ("batch should never drop below 2") keeps the other, or asks for it
         return "autoscale_on"
     if r.factor is not None and (has_pool or r.clusters):
         return "scale"
