@@ -21,6 +21,7 @@ from maya_tools.chat.interpreter.quantities import (
     tier_by_spec,
 )
 from maya_tools.chat.interpreter.sentence import Intent, Reading, Refusal
+from maya_tools.chat.interpreter.tier_words import FAMILY, KEEP_NAME, RELATIVE_SPEC, tier_for_pool
 from maya_tools.chat.interpreter.words import SIZE, UNITS, digits, normalize
 
 
@@ -154,16 +155,16 @@ def read(request: str, world: World, context: str = "") -> Reading:
         r.count, r.low, r.high = int(ranged[2]), None, None  # "take workers from 2 to 3": a count
     if m := re.search(r"\bcount:(\d+)", text):
         r.count = int(m[1])
-    r.keep_name = bool(
-        re.search(
-            r"\b(?:keep(?:ing)?|same|old|retain(?:ing)?)\s+(?:the\s+|its\s+)?(?:old\s+|same\s+)?(?:pool\s+)?name\b",
-            text,
-        )
-    )
+    r.keep_name = bool(KEEP_NAME.search(text))
     r.refusal = _refusal(r, text)
     r.elsewhere = bool(_ELSEWHERE.search(text))
     of_those = re.search(r"\bof\s+(?:those|them|these)\b", text)  # the tiers an earlier question listed
-    r.size = r.size or tier_by_spec(f"{text} {context}" if of_those else text, world)
+    that_one = re.search(r"\b(?:to|onto)\s+(?:that|this|the\s+same)\s+(?:one|1|tier|size)\b", text) and context
+    r.size = r.size or tier_by_spec(f"{text} {context}" if of_those or that_one else text, world)
+    if r.size is None and len(r.pools) == 1 and (_TIER_VERB.search(text) or RELATIVE_SPEC.search(text)):
+        holders = r.clusters or world.clusters_with(r.pools[0])
+        now = world.pool(holders[0], r.pools[0]) if len(holders) == 1 else None
+        r.size = tier_for_pool(text, world, now.size if now else None) if now else None
     r.intent = _intent(r, text, pairs)
     if r.question and not r.blind:  # a question reads what the server lists, never a word it does not
         r.pool_typed = None
@@ -266,10 +267,14 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
             r.auto = True
         return "add"
     on_pool = has_pool or r.pools or (r.clusters and _POOLS.search(text))  # "staging's pool"
-    if r.size and on_pool and (_TIER_VERB.search(text) or re.search(r"\b(?:on|onto)\s+dks\.", text)):
+    if r.size and on_pool and (_TIER_VERB.search(text) or re.search(r"\b(?:on|onto|to)\s+dks\.", text)):
         return "tier"
     if has_pool and _TIER_VERB.search(text) and re.search(r"\b(?:onto|to)\s+(?:the\s+|a\s+)?[\w-]+\s+tier\b", text):
         return "tier"  # "move batch onto the memory-optimised tier": a tier, which one is asked
+    if r.size and has_pool and RELATIVE_SPEC.search(text):
+        return "tier"  # "more memory for batch, same cpu"
+    if has_pool and _TIER_VERB.search(text) and re.search(rf"\b(?:to|onto)\s+(?:the\s+)?{FAMILY}\b", text):
+        return "tier"  # "move workers to m5": which m5 is asked
     if (
         re.search(
             r"\b(?:bigger|smaller|larger|beefier|more\s+powerful)\s+(?:machines?|nodes?|instances?|tiers?|vms?|box(?:es)?|types?)\b",
@@ -362,7 +367,7 @@ def _question(r: Reading, text: str) -> Intent | None:
         r"machine\s+types?|instance\s+types?|flavou?rs?|biggest|largest|smallest|beefiest|fastest)\b|\d+\s*gb\b",
         text,
     )
-    if (tiers or (r.size and _PRICE.search(text))) and not r.pools:
+    if (tiers and not r.pools) or (r.size and _PRICE.search(text)):  # "what would workers cost on c5 2xl"
         return "tiers"
     if re.search(
         r"\b(?:finish(?:ed)?|done|complete[d]?|progress|operations?|ops|last\s+change|still\s+running|happening)\b"
