@@ -163,8 +163,8 @@ def read(request: str, world: World, context: str = "") -> Reading:
     r.size = r.size or tier_by_spec(f"{text} {context}" if of_those or that_one else text, world)
     if r.size is None and len(r.pools) == 1 and (_TIER_VERB.search(text) or RELATIVE_SPEC.search(text)):
         holders = r.clusters or world.clusters_with(r.pools[0])
-        now = world.pool(holders[0], r.pools[0]) if len(holders) == 1 else None
-        r.size = tier_for_pool(text, world, now.size if now else None) if now else None
+        info = world.pool(holders[0], r.pools[0]) if len(holders) == 1 else None
+        r.size = tier_for_pool(text, world, info.size) if info else None
     r.intent = _intent(r, text, pairs)
     if r.question and not r.blind:  # a question reads what the server lists, never a word it does not
         r.pool_typed = None
