@@ -220,6 +220,13 @@ class Interpreter:
         if last is None or r.question:
             return None
         names = replace(last, clusters=(), pools=(), pool=None, cluster=None) if (r.pools or r.clusters) else last
+        if last.intent == "relabel" and r.pairs and r.intent in (None, "relabel", "add") and not r.pools:
+            merged = {
+                **(last.tags if last.label_key == "tags" else last.labels or {}),
+                **r.pairs,
+            }  # "oh and env=prod too"
+            key = {"tags": merged} if last.label_key == "tags" else {"labels": merged}
+            return replace(last, label_mode="set", drop_keys=(), **key)
         if r.intent == "replace" and r.node is None and last.node:
             return _from_reading("replace", r, replace(Frame("replace"), node=last.node, cluster=last.cluster))
         if last.intent == "add" and r.correction and r.intent in (None, "tier", "scale", "autoscale_on", "add"):
@@ -436,6 +443,7 @@ class Interpreter:
             current = dict(pool_info.labels or {}) if pool_info else {}
             if f.label_mode in ("clear", "drop"):
                 kept = {k: v for k, v in current.items() if k not in f.drop_keys} if f.label_mode == "drop" else {}
+                kept |= f.labels or {}  # "drop the team label but add owner=sre"
                 if f.label_key == "tags" and f.label_mode == "clear":
                     return ToolCall("relabel_node_pool", {**where, "pool": p, "tags": {}})
                 return ToolCall("relabel_node_pool", {**where, "pool": p, "labels": kept})

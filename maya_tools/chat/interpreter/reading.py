@@ -109,6 +109,7 @@ def read(request: str, world: World, context: str = "") -> Reading:
         text += f" on {pairs.pop('cluster').lower()}"
     quoted = re.search(r"[\"'`‘’“”]([a-z0-9][a-z0-9-]*)[\"'`‘’“”]", request.lower())
     r = Reading(text=text, card=card[0] if card else None, said=request.lower())
+    r.pairs = dict(pairs)
     r.question = safety.asks(as_typed) and not safety.imperative(as_typed)  # on the words as typed
     r.follow_up = bool(re.match(r"\s*(?:and|what\s+about|how\s+about|same\s+for)\b", request.lower()))
     r.blind = not world.clusters
@@ -206,7 +207,7 @@ def _label_mode(r: Reading, text: str, pairs: dict[str, str]) -> None:
         r"\b(?:remove|drop|delete|strip|unset)\s+(?:the\s+)?(?:label|tag)\s+(?:key\s+)?([a-z0-9_./-]+)\b", text
     ):
         r.label_mode, r.drop_keys = "drop", (m[1],)  # "remove label team from workers"
-    elif re.search(r"\b(?:add|also|plus|another|extra|too|as\s+well|keep)\b", r.said) and pairs:
+    elif re.search(r"\b(?:add|also|plus|another|extra|too|as\s+well|keep)\b|\+\s*(?:label|tag)", r.said) and pairs:
         r.label_mode = "add"
     elif m := re.search(
         r"\b(?:change|set|update|switch)\s+(?:the\s+)?(?:[a-z0-9_-]+\s+)??([a-z0-9_./-]+)\s+(?:label|tag)\b.*?\bto\s+([a-z0-9_./-]+)",
@@ -257,8 +258,10 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
             )
         )
     )
+    labels_only = bool(pairs) and bool(_LABEL.search(text) or _TAG.search(text)) and not (r.name or r.size)
     if (
         (new_pool or re.search(r"\bcall\s+it\b", text))
+        and not labels_only
         and not _ADD_MORE.search(text)
         and not (r.pools and not r.name and not re.search(r"\bnew\b", text))
     ):

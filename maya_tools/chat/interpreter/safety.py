@@ -34,6 +34,12 @@ CHANGES = frozenset(
 )
 _ASKS = re.compile(r"^(?:is|are|does|do|can|how|what|what's|whats|which|why|when|show|list)\b")
 _GREETING = re.compile(r"^(?:(?:hey|hi|hello|ok|okay|so|um|uh|right|alright|maya|quick\s+one|question)[,!:]?\s+)+")
+CHANGE_VERB = (
+    r"(?:scale|resize|bump|grow|shrink|set|increase|decrease|raise|lower|reduce|make|bring|add|create|remove|"
+    r"delete|drop|destroy|replace|recycle|reboot|restart|cycle|relabel|label|tag|turn|enable|disable|stop|"
+    r"switch|move|migrate|change|double|triple|halve|cut|expand|spin|put|give|take|get\s+rid|kill|"
+    r"autoscale|pin|fix|let|go|upgrade|downsize|upsize|trim|tear|get)"
+)
 # What may stand before an imperative inside a question: "can you", "could we", "is it possible to",
 # "i'd like you to", "we need to", "maybe we", "go ahead and" (a request said politely is still one).
 _POLITE = re.compile(
@@ -45,7 +51,9 @@ _POLITE = re.compile(
     r"|(?:i|we)\s*(?:would|'d|d)\s+(?:like|love|want)\s+(?:you\s+)?to\s+|(?:i|we)\s+(?:want|need)\s+(?:you\s+)?to\s+"
     r"|(?:i\s+think\s+)?(?:we|you)\s+(?:should|must|need\s+to|have\s+to|can)\s+|maybe\s+(?:we|you)\s+(?:could\s+|should\s+|can\s+)?"
     r"|let'?s\s+|let\s+us\s+|go\s+ahead\s+and\s+|i\s+was\s+wondering\s+if\s+(?:you|we)\s+could\s+"
-    r"|(?:i\s+was\s+thinking|i\s+think)[:,]?\s+)"
+    r"|(?:i\s+was\s+thinking|i\s+think)[:,]?\s+"
+    # a short place or time before the request: "on 7c1e5b9a could you ...", "for the load test tonight put ..."
+    rf"|(?:on|in|for|at|over|during|before|after|by|from)\s+(?:[^\s,?]+\s+){{0,4}}?(?=(?:can|could|would|will|please|pls|kindly)\s|{CHANGE_VERB}\b))"
 )
 # "can we have 10 more workers", "can workers have one fewer node": a count asked for, politely
 _HAVE_COUNT = re.compile(
@@ -54,12 +62,6 @@ _HAVE_COUNT = re.compile(
 )
 # Where one sentence of a message ends and the next begins ("scale workers to 3. thanks!", "... — please")
 _CLAUSE = re.compile(r"(?<=[.!?;:])\s+|\s+[—–]\s+|\s+-{1,2}\s+|,\s+(?=(?:so|but|then|could|can|would|please|pls)\b)")
-CHANGE_VERB = (
-    r"(?:scale|resize|bump|grow|shrink|set|increase|decrease|raise|lower|reduce|make|bring|add|create|remove|"
-    r"delete|drop|destroy|replace|recycle|reboot|restart|cycle|relabel|label|tag|turn|enable|disable|stop|"
-    r"switch|move|migrate|change|double|triple|halve|cut|expand|spin|put|give|take|get\s+rid|kill|"
-    r"autoscale|pin|fix|let|go|upgrade|downsize|upsize|trim|tear|get)"
-)
 _IMPERATIVE = re.compile(
     rf"^{CHANGE_VERB}(?:s|d|ed|ing)?\b|^(?:scaling|adding|removing|making|replacing|relabel+ing|creating|changing)\b"
 )
