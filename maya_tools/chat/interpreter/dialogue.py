@@ -221,12 +221,11 @@ class Interpreter:
             return None
         names = replace(last, clusters=(), pools=(), pool=None, cluster=None) if (r.pools or r.clusters) else last
         if last.intent == "relabel" and r.pairs and r.intent in (None, "relabel", "add") and not r.pools:
-            merged = {
-                **(last.tags if last.label_key == "tags" else last.labels or {}),
-                **r.pairs,
-            }  # "oh and env=prod too"
-            key = {"tags": merged} if last.label_key == "tags" else {"labels": merged}
-            return replace(last, label_mode="set", drop_keys=(), **key)
+            tags = last.label_key == "tags"  # "oh and env=prod too": added to the labels that card proposed
+            merged = {**((last.tags if tags else last.labels) or {}), **r.pairs}
+            if tags:
+                return replace(last, label_mode="set", drop_keys=(), tags=merged)
+            return replace(last, label_mode="set", drop_keys=(), labels=merged)
         if r.intent == "replace" and r.node is None and last.node:
             return _from_reading("replace", r, replace(Frame("replace"), node=last.node, cluster=last.cluster))
         if last.intent == "add" and r.correction and r.intent in (None, "tier", "scale", "autoscale_on", "add"):
