@@ -52,6 +52,7 @@ class Frame:
     label_key: str = "labels"
     bad_name: bool = False
     soft_off: bool = False
+    family: str | None = None
 
 
 class Refusal(Exception):
@@ -97,7 +98,7 @@ def _from_reading(intent: Intent, r: Reading, base: Frame | None = None) -> Fram
     }
     if r.name is not None:
         f = replace(f, bad_name=r.bad_name)
-    f = replace(f, soft_off=r.soft_off)
+    f = replace(f, soft_off=r.soft_off, family=r.family or f.family)
     f = replace(f, keep_name=f.keep_name or r.keep_name)
     if r.labels is not None or r.tags is not None:
         f = replace(f, label_mode=r.label_mode, drop_keys=r.drop_keys, label_key=r.label_key)
@@ -317,6 +318,8 @@ class Interpreter:
         if f.intent == "scale":
             count = f.count
             info = self.world.pool(c or "", p or "")
+            if info is not None and info.size and (other := _other_tier(f, info.size)):
+                raise Question(texts.other_tier(p or "", c or "", info.size, other), replace(f, size=None, family=None))
             relative = f.factor is not None or (f.delta is not None and (count is None or f.count == abs(f.delta)))
             if relative:
                 if info is None or info.count is None or info.auto_scale:
@@ -407,6 +410,8 @@ class Interpreter:
                     "min_nodes": f.low if f.low is not None else 1,
                     "max_nodes": f.high,
                 }
+            if nodes.get("count") == 0 and not nodes.get("auto_scale"):
+                raise Question(texts.zero_new(f.name), replace(f, count=None))
             labels = {"labels": f.labels} if f.labels else {}
             if self.world.tiers and f.size not in self.world.tiers:
                 raise Question(texts.unknown_tier(f.size, tuple(self.world.tiers)), replace(f, size=None))
@@ -469,6 +474,15 @@ class Interpreter:
         if f.intent == "operations":
             return ToolCall("get_cluster_operations", where)
         return ToolCall("get_cluster", where)
+
+
+def _other_tier(f: Frame, size: str) -> str | None:
+    """A tier said with a count that is not the pool's own ("add 2 r5 nodes to workers"): a pool has one tier."""
+    if f.size and f.size != size:
+        return f.size
+    if f.family and f.family not in size.split("."):
+        return f.family
+    return None
 
 
 def interpret(text: str) -> ToolCall | Reply:

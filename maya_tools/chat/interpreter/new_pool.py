@@ -92,6 +92,10 @@ def new_name(text: str, request: str, world: World, clusters: tuple[str, ...], p
     )
     if quoted and free(quoted[1]) and quoted[1] not in listed:
         return quoted[1]
+    verb = rf"\b(?:create|add|make|provision|spin\s+up|set\s+up|build)\s+(?:a\s+|an\s+|new\s+|another\s+)*(?:{_POOL_WORD})\s+"
+    taken = re.search(verb + rf"(?:called\s+|named\s+)?({_NAME})\b", text)
+    if taken and taken[1] in pools and re.search(r"\bdks\.", text):  # with a tier: a pool to create, its name taken
+        return taken[1]
     if len(clusters) == 1:
         here = set(world.pools(clusters[0]))
         for pool in pools:

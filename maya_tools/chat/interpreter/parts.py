@@ -34,7 +34,8 @@ def find_numbers(r: Reading) -> None:
         )
     ):
         r.high = int(m[1])
-    if m := re.search(rf"\b(\d+)\s+(?:more|extra|additional)\b|\badd\s+(\d+)\s+{UNITS}", t):
+    kind = r"(?:(?:new|fresh|[cmr]\d|dks\.[a-z0-9.]+|big|bigger|small|large)\s+)?"  # "add 2 c5 nodes"
+    if m := re.search(rf"\b(\d+)\s+(?:more|extra|additional)\b|\badd\s+(\d+)\s+{kind}{UNITS}", t):
         r.delta = int(m[1] or m[2])
     elif m := re.search(
         rf"\b(\d+)\s+(?:fewer|less)\b|\b(?:remove|drop|delete|kill|take(?:\s+(?:away|out|off))?|subtract|lose|get\s+rid\s+of)\s+(\d+)\s+{UNITS}",
@@ -46,7 +47,7 @@ def find_numbers(r: Reading) -> None:
         r.delta = -int(m[1]) if down else int(m[1])
     for pattern in (
         r"(?:\bto|\bat|->|=>|=|\bbe|\bmake\s+it|\bneed|\bwant|\bkeep\s+it\s+at|\bpin\s+it\s+at)\s+(\d+)\b(?!\s*-)",
-        rf"\b(\d+)\s+{UNITS}\b",
+        rf"\b(\d+)\s+{kind}{UNITS}\b",
     ):
         if m := re.search(pattern, t):
             r.count = int(m[1])
@@ -145,7 +146,9 @@ def find_names(r: Reading, world: World) -> None:
             rf"\b({NAME})\s+cluster\b",
             rf"^({NAME})\s*:",
             rf"\b(?:{NAME})\s+(?:on|in|from|of|at)\s+(?:the\s+)?({NAME})",
-            rf"\b(?:on|in|from|of|at|for)\s+(?:the\s+)?({NAME})\b(?!\s+(?:node\s*)?pool)",
+            rf"\b(?:on|in|from|of|at)\s+(?:the\s+)?({NAME})\b(?!\s+(?:node\s*)?pool)",
+            # after "for" a word is more often a purpose ("for black friday") than a cluster: only a dashed name
+            r"\bfor\s+(?:the\s+)?([a-z0-9]+(?:-[a-z0-9]+)+)\b(?!\s+(?:node\s*)?pool)",
             # after "to" a word is more often a value ("to billing") than a cluster: only a dashed name
             r"\bto\s+(?:the\s+)?(?!\d+-\d+\b)([a-z0-9]+(?:-[a-z0-9]+)+)\b(?!\s+(?:node\s*)?pool|\s+tier)",
             rf"\b(?:does|do|has|is)\s+({NAME})\s+have\b",

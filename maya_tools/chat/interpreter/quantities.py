@@ -220,12 +220,20 @@ def bounds(text: str) -> Bounds:
         else:
             b.high = int(moved[2])
         return b
+    if m := re.search(r"(?<![\w.])(\d+)\s+min(?:imum)?[,\s]+(\d+)\s+max(?:imum)?\b", text):  # "1 min 4 max"
+        b.low, b.high = int(m[1]), int(m[2])
+        return b
+    low = low or re.search(r"\b(?:go|drop|fall|dip|shrink|get)\s+(?:below|under|lower\s+than)\s+(\d+)", text)
+    low = low or re.search(r"(?<![\w.])(\d+)\s+min(?:imum)?\b(?!\s*(?:of|at|to|nodes?)\b)", text)  # "1 min 4 max"
+    high = high or re.search(r"\b(?:go|grow|get|scale|burst)\s+(?:above|over|past|beyond|more\s+than)\s+(\d+)", text)
+    high = high or re.search(r"(?<![\w.])(\d+)\s+max(?:imum)?\b(?!\s*(?:of|at|to|nodes?)\b)", text)
     if low:
         b.low = int(low[1])
     if high:
         b.high = int(high[1])
         down = re.search(r"\b(?:down|back)\s+to\s+(\d+)\b", text)  # "go up to 12, and down to 2 is fine"
-        if b.low is None and down and "up" in high[0] and int(down[1]) < b.high:
+        said_bounds = "up" in high[0] or re.search(r"\bauto[\s-]?scal|\bcap\b|\bceiling\b|\bmax", text)
+        if b.low is None and down and said_bounds and int(down[1]) < b.high:
             b.low = int(down[1])
     if m := re.search(
         r"\b(?:start(?:ing)?\s+(?:it\s+|them\s+|off\s+|the\s+pool\s+)?(?:at|with|from|on)|initial(?:ly)?(?:\s+(?:at|count))?|"

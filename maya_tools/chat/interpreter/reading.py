@@ -55,7 +55,9 @@ _OFF = _rx(
 _LABEL = _rx(r"\b(?:re)?label(?:s|ed|led)?\b")
 _TAG = _rx(r"\b(?:re)?tag(?:s|ged)?\b")
 _REPLACE = _rx(r"\b(?:replace|recycle|reboot|restart|drain|reprovision|recreate|re-create|cycle|swap|kill|broken)\b")
-_ADD_MORE = _rx(rf"\badd\s+(?:\d+\s+)?(?:more|extra|another|additional|\d+)\s*(?:more\s+)?{UNITS}\b(?!\s+pool)")
+_ADD_MORE = _rx(
+    rf"\badd\s+(?:\d+\s+)?(?:more|extra|another|additional|\d+)\s*(?:more\s+)?(?:[cmr]\d\s+)?{UNITS}\b(?!\s+pool)"
+)
 _SCALE = _rx(
     r"\b(?:scale[sd]?|scaling|resize|bump|grow|shrink|set|increase|decrease|raise|lower|reduce|change|make|bring|"
     r"go|expand|up|down|need|want|should|be|count)\b|->|=>"
@@ -166,6 +168,8 @@ def read(request: str, world: World, context: str = "") -> Reading:
         holders = r.clusters or world.clusters_with(r.pools[0])
         info = world.pool(holders[0], r.pools[0]) if len(holders) == 1 else None
         r.size = tier_for_pool(text, world, info.size) if info else None
+    families = set(re.findall(f"({FAMILY})", text))
+    r.family = families.pop() if len(families) == 1 else None
     r.intent = _intent(r, text, pairs)
     if r.question and not r.blind:  # a question reads what the server lists, never a word it does not
         r.pool_typed = None
@@ -258,7 +262,10 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
             )
         )
     )
-    labels_only = bool(pairs) and bool(_LABEL.search(text) or _TAG.search(text)) and not (r.name or r.size)
+    every = re.search(r"\b(?:every|each|all(?:\s+the)?)\s+(?:node\s*)?pools?\b", text)  # "make every pool 2 nodes"
+    labels_only = bool(every) or (
+        bool(pairs) and bool(_LABEL.search(text) or _TAG.search(text)) and not (r.name or r.size)
+    )
     if (
         (new_pool or re.search(r"\bcall\s+it\b", text))
         and not labels_only
@@ -317,6 +324,7 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return "scale"
     if (
         _CREATE.search(text)
+        and not every
         and (_POOLS.search(text) or r.size or r.name)
         and not _ELSEWHERE.search(text)
         and not (r.pools and not r.name)  # "make the general pool 3 nodes" is that pool

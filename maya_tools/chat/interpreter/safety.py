@@ -52,12 +52,14 @@ _POLITE = re.compile(
     r"|(?:i\s+think\s+)?(?:we|you)\s+(?:should|must|need\s+to|have\s+to|can)\s+|maybe\s+(?:we|you)\s+(?:could\s+|should\s+|can\s+)?"
     r"|let'?s\s+|let\s+us\s+|go\s+ahead\s+and\s+|i\s+was\s+wondering\s+if\s+(?:you|we)\s+could\s+"
     r"|(?:i\s+was\s+thinking|i\s+think)[:,]?\s+"
+    r"|when(?:ever)?\s+you\s+(?:get|have)\s+a\s+(?:moment|minute|sec|second|chance)[,]?\s+|if\s+you\s+(?:can|could)[,]?\s+"
+    r"|at\s+your\s+(?:convenience|earliest)[,]?\s+"
     # a short place or time before the request: "on 7c1e5b9a could you ...", "for the load test tonight put ..."
     rf"|(?:on|in|for|at|over|during|before|after|by|from)\s+(?:[^\s,?]+\s+){{0,4}}?(?=(?:can|could|would|will|please|pls|kindly)\s|{CHANGE_VERB}\b))"
 )
 # "can we have 10 more workers", "can workers have one fewer node": a count asked for, politely
 _HAVE_COUNT = re.compile(
-    r"^(?:can|could|may)\s+(?:we|i|you|[a-z0-9-]+)\s+(?:please\s+)?(?:have|get)\s+(?:\d+|an?|one|two|three|four|five|"
+    r"^(?:can|could|may)\s+(?:we|i|you|[a-z0-9-]+)\s+(?:please\s+)?(?:have|get|run)\s+(?:\d+|an?|one|two|three|four|five|"
     r"six|seven|eight|nine|ten|another)\s+(?:more\s+|fewer\s+|less\s+|extra\s+)?(?:nodes?|workers?|machines?|instances?)\b"
 )
 # Where one sentence of a message ends and the next begins ("scale workers to 3. thanks!", "... — please")

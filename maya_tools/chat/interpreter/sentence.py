@@ -65,6 +65,7 @@ class Reading:
     bad_name: bool = False  # a new pool's name as typed is not a DNS label (R-ADD-01)
     correction: bool = False  # "sorry, I meant general", "instead"
     blind: bool = False  # the server listed nothing: names pass as typed
+    family: str | None = None  # a tier family said alone ("2 r5 nodes")
     pairs: dict[str, str] = field(default_factory=dict)  # every key=value said, whatever the intent
 
     @property

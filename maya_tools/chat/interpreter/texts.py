@@ -127,6 +127,21 @@ def already_fixed(pool: str, cluster: str, count: int) -> str:
     )
 
 
+def other_tier(pool: str, cluster: str, size: str, other: str) -> str:
+    return (
+        f"Pool {pool} on {cluster} runs {size}, and a pool has one machine tier, so it cannot get {other} nodes. "
+        f"Do you mean more {size} nodes ('scale {pool} on {cluster} to N'), a new pool ('add a pool named X on "
+        f"{cluster} with 2 {other}'), or moving {pool} to another tier ('change {pool} to {other}')?"
+    )
+
+
+def zero_new(name: str) -> str:
+    return (
+        f"A new pool without autoscaling starts with at least 1 node (R-ADD-05), so pool {name} cannot start with 0. "
+        f"How many nodes should it have, or between how many should it autoscale (for example: between 0 and 3)?"
+    )
+
+
 def zero_fixed(pool: str, cluster: str) -> str:
     return (
         f"Pool {pool} on {cluster} does not autoscale, and count 0 needs autoscaling on (R-PATCH-04, R-ADD-05). "
