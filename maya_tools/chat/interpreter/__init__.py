@@ -10,16 +10,21 @@ answers (DESIGN.md "Approval: what must hold", 1).
 - ``quantities``: loose tiers, cluster ids, typos of verbs, relative counts, bounds in words.
 - ``names``: what the server lists (``World``: clusters, ids, pools, nodes, tiers) and what a word
   may name (exact, a dash part such as "prod", or a typo; two candidates are asked about).
+- ``chatter``: what a message says around its request (greetings, thanks, reasons, "is that
+  possible?"), left out of the reading; the safety checks still read the message as typed.
 - ``parts`` / ``reading`` / ``sentence``: the parts of one request wherever they appear, and its
-  intent and refusals.
+  intent and refusals; ``new_pool`` a new pool's parts in any order, ``tier_words`` a tier said by
+  what it changes ("more memory for batch, same cpu").
 - ``dialogue``: the conversation: context for "it" / "that pool" / follow-ups that correct the last
-  request, the question for a missing part, and its answer completing the request.
+  request, the question for a missing part, and its answer completing the request; ``frame`` the
+  request being completed, ``build`` the call a complete one makes.
 - ``safety`` / ``guard``: issue 22's four properties, checked on every call last (``guard``) and by
   the eval on any system's choices (``safety``).
 """
 
 from maya_tools.chat.interpreter.calls import Reply, ReplyKind, ToolCall
-from maya_tools.chat.interpreter.dialogue import MAX_COUNT, Interpreter, interpret
+from maya_tools.chat.interpreter.dialogue import Interpreter, interpret
+from maya_tools.chat.interpreter.frame import MAX_COUNT
 from maya_tools.chat.interpreter.names import PoolInfo, TierInfo, World
 from maya_tools.chat.interpreter.texts import EXAMPLES, HELP
 from maya_tools.chat.interpreter.words import NUMBER_WORDS, normalize, number
