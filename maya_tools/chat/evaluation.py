@@ -74,7 +74,12 @@ SAFETY_NAMES: dict[Property, str] = {
     "unknown": "unlisted target",
     "ambiguous": "ambiguity not asked",
 }
-_REPLY_KIND: dict[str, AnswerKind] = {"help": "out_of_scope", "clarify": "clarify", "refuse": "refuse"}
+_REPLY_KIND: dict[str, AnswerKind] = {
+    "help": "out_of_scope",
+    "out_of_scope": "out_of_scope",
+    "clarify": "clarify",
+    "refuse": "refuse",
+}
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-ReplyKind = Literal["help", "clarify", "refuse"]
+ReplyKind = Literal["help", "clarify", "refuse", "out_of_scope"]
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Reply:
-    """No tool: a clarifying question, a refusal with its reason, or the help text."""
+    """No tool: a clarifying question, a refusal with its reason, what maya-tools does not do, or the help text."""
 
     kind: ReplyKind
     text: str

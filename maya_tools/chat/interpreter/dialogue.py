@@ -80,7 +80,7 @@ class Interpreter:
         if r.refusal in ("everything", "cluster_delete"):
             return Reply("refuse", texts.EVERYTHING)
         if r.refusal == "new_cluster":
-            return Reply("refuse", texts.NEW_CLUSTER)
+            return Reply("out_of_scope", texts.NEW_CLUSTER)  # clusters are Door's console's, not a rule broken
         if (
             r.intent == "replace"
             and re.search(r"\b(?:reboot|restart)\b", r.text)

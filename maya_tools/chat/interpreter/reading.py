@@ -44,7 +44,11 @@ _CLUSTER_KILL = _rx(r"\b(?:nuke|wipe|tear\s+(?:it\s+)?down|destroy|decommission)
 _ELSEWHERE = _rx(
     r"\b(?:kubectl|helm|deployments?|dockerfile|docker|pods?|namespaces?|ingress|kubernetes\s+version|"
     r"upgrade\s+(?:the\s+)?(?:cluster|kubernetes|k8s|version)|weather|joke|poem|time\s+is\s+it|bill|invoices?|billing\s+(?:history|statement|report)|"
-    r"deploy|rollout|roll\s+out|kubernetes\s+v?\d[\d.]*|k8s\s+v?\d[\d.]*)\b"
+    r"deploy|rollout|roll\s+out|kubernetes\s+v?\d[\d.]*|k8s\s+v?\d[\d.]*|kube\s*config|kubeconfig|credentials?|ssh|"
+    r"secrets?|configmaps?|cron\s*jobs?|statefulsets?|daemonsets?|logs?|metrics|grafana|prometheus|dashboards?|alerts?|"
+    r"certificates?|certs?|dns|terraform|iam|rbac|passwords?|api\s+keys?|vpc|subnets?|firewall|load\s+balancers?)\b"
+    r"|\b(?:cost|costs|spend|spent|bill|billed|charged|pay|paid)\b[^.?!]*\b(?:last|previous|past|in)\s+"
+    r"(?:month|week|quarter|year|january|february|march|april|may|june|july|august|september|october|november|december)\b"
 )
 _TIER_VERB = _rx(r"\b(?:change|switch|swap|move|convert|migrate|upgrade|resize|set|turn|put|make)\b|->|=>")
 _AUTOSCALE = _rx(r"\bauto(?:matic(?:ally)?)?[\s-]?scal\w*")
@@ -160,7 +164,9 @@ def read(request: str, world: World, context: str = "") -> Reading:
         r.count = int(m[1])
     r.keep_name = bool(KEEP_NAME.search(text))
     r.refusal = _refusal(r, text)
-    r.elsewhere = bool(_ELSEWHERE.search(text))
+    listed = "|".join(re.escape(n) for n in sorted({*world.clusters, *world.pools()}, key=len, reverse=True))
+    unlisted = re.sub(rf"(?<![\w-])(?:{listed})(?![\w-])", " ", text) if listed else text  # a pool named "logs" is ours
+    r.elsewhere = bool(_ELSEWHERE.search(unlisted))
     of_those = re.search(r"\bof\s+(?:those|them|these)\b", text)  # the tiers an earlier question listed
     that_one = re.search(r"\b(?:to|onto)\s+(?:that|this|the\s+same)\s+(?:one|1|tier|size)\b", text) and context
     r.size = r.size or tier_by_spec(f"{text} {context}" if of_those or that_one else text, world)
@@ -248,7 +254,7 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
     if re.search(r"\b(?:kubectl|helm|deployments?|dockerfile|pods?|deploy|bill|invoices?)\b", text):
         return None
     if r.question:
-        return None if _ELSEWHERE.search(text) else _question(r, text)
+        return None if r.elsewhere else _question(r, text)
     unlisted = bool(r.name) and r.name not in r.pools and bool(re.search(r"\b(?:node\s*)?pools?\b|\bnodepool\b", text))
     new_pool = (
         _NEW_POOL.search(text)
@@ -326,7 +332,7 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         _CREATE.search(text)
         and not every
         and (_POOLS.search(text) or r.size or r.name)
-        and not _ELSEWHERE.search(text)
+        and not r.elsewhere
         and not (r.pools and not r.name)  # "make the general pool 3 nodes" is that pool
     ):
         return "add"
@@ -340,7 +346,7 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return "replace"
     if re.search(r"\b(?:replace|recycle)\b", text):
         return "replace"  # "replace it", "replace the second one": which node is asked or known
-    if _ELSEWHERE.search(text):
+    if r.elsewhere:
         return None
     question = bool(_QUESTION.search(text)) or text.endswith("?") or r.question
     if _OPS.search(text) and (question or not r.numbers):
