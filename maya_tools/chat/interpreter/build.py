@@ -173,7 +173,7 @@ def _read(f: Frame) -> ToolCall:
     if f.intent == "list_nodes":
         return ToolCall("list_nodes", {**where, **({"pool": f.pool} if f.pool else {})})
     if f.intent == "operations":
-        return ToolCall("get_cluster_operations", where)
+        return ToolCall("get_cluster_operations", {**where, **({"follow": f.follow} if f.follow else {})})
     return ToolCall("get_cluster", where)
 
 

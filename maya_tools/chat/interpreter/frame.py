@@ -42,6 +42,7 @@ class Frame:
     bad_name: bool = False
     soft_off: bool = False
     family: str | None = None
+    follow: str | None = None
 
 
 class Refusal(Exception):
@@ -87,7 +88,7 @@ def from_reading(intent: Intent, r: Reading, base: Frame | None = None) -> Frame
     }
     if r.name is not None:
         f = replace(f, bad_name=r.bad_name)
-    f = replace(f, soft_off=r.soft_off, family=r.family or f.family)
+    f = replace(f, soft_off=r.soft_off, family=r.family or f.family, follow=r.follow or f.follow)
     f = replace(f, keep_name=f.keep_name or r.keep_name)
     if r.labels is not None or r.tags is not None:
         f = replace(f, label_mode=r.label_mode, drop_keys=r.drop_keys, label_key=r.label_key)

@@ -7,6 +7,7 @@ import re
 
 from maya_tools.chat.interpreter import safety
 from maya_tools.chat.interpreter.chatter import trim
+from maya_tools.chat.interpreter.commands import commands
 from maya_tools.chat.interpreter.names import World
 from maya_tools.chat.interpreter.new_pool import colon_pairs, new_name, same_tier
 from maya_tools.chat.interpreter.parts import CREATE as _CREATE
@@ -92,7 +93,7 @@ _JSON_PAIR = re.compile(r"[\"']?([A-Za-z0-9_./-]+)[\"']?\s*:\s*[\"']?([A-Za-z0-9
 def read(request: str, world: World, context: str = "") -> Reading:
     """Every part of ``request`` that can be found, with names matched against ``world``."""
     as_typed, request = request, trim(request, world)
-    said = normalize(request)
+    said = normalize(commands(request))  # "scale_node_pool pool=workers count=5", "--keep-name", JSON bits
     said = _BOUND_KEYS.sub(r"\1 \2", said)
     pools = "|".join(re.escape(p) for p in world.pools())
     if pools:  # "set workers=4": a count for a listed pool, never a label named after it
@@ -113,9 +114,14 @@ def read(request: str, world: World, context: str = "") -> Reading:
             text += f" {slot}:{canonical_tiers(value, world) if slot == 'size' else value}"
     if pairs.get("cluster"):  # "cluster=payments-prod"
         text += f" on {pairs.pop('cluster').lower()}"
+    pool_pair = pairs.pop("pool", None)  # "pool=workers": the pool, never a label
+    if pool_pair and re.fullmatch(r"[a-z0-9][a-z0-9-]*", pool_pair.lower()):
+        text += f" pool {pool_pair.lower()}"
     quoted = re.search(r"[\"'`‘’“”]([a-z0-9][a-z0-9-]*)[\"'`‘’“”]", request.lower())
     r = Reading(text=text, card=card[0] if card else None, said=request.lower())
     r.pairs = dict(pairs)
+    if m := re.search(r"\bfollow\s+([a-z0-9][a-z0-9_.-]*)", text):
+        r.follow = m[1]
     r.question = safety.asks(as_typed) and not safety.imperative(as_typed)  # on the words as typed
     r.follow_up = bool(re.match(r"\s*(?:and|what\s+about|how\s+about|same\s+for)\b", request.lower()))
     r.blind = not world.clusters
@@ -185,7 +191,7 @@ def read(request: str, world: World, context: str = "") -> Reading:
     if r.intent == "list_nodes" and r.pool_typed in {"workers", "nodes", "machines"} and "pool" not in text:
         r.pool_typed = None  # "show workers in payments-prod": workers are nodes here
     if r.intent == "add":
-        r.name = r.name or pairs.get("pool") or (quoted[1] if quoted and quoted[1] not in world.clusters else None)
+        r.name = r.name or pool_pair or (quoted[1] if quoted and quoted[1] not in world.clusters else None)
         typed = re.search(re.escape(r.name or "-"), request, re.IGNORECASE) if r.name else None
         r.bad_name = bool(typed and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", typed[0]))
         r.labels = {k: v for k, v in pairs.items() if k not in ("name", "size", "count", "pool")} or None
@@ -251,6 +257,8 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
     has_pool = bool(r.pools or r.pool_typed or r.refers_pool)
     if r.card:
         return "card"
+    if r.follow is not None or re.search(r"\b(?:show|list|get)\s+operations\b", text):
+        return "operations"  # "get_cluster_operations payments-prod follow=<node>" follows, never replaces
     if re.search(r"\b(?:kubectl|helm|deployments?|dockerfile|pods?|deploy|bill|invoices?)\b", text):
         return None
     if r.question:

@@ -86,6 +86,7 @@ _TO_COUNT = re.compile(r"\b(?:down\s+)?to\s+(?:\d+|zero|one|two|three|four|five|
 def plain(sentence: str) -> str:
     """The sentence as the checks read it: lowercase, single spaces, greetings off."""
     text = " ".join(sentence.lower().replace("’", "'").split())
+    text = re.sub(r"(?<=[a-z])_(?=[a-z])", " ", text)  # "remove_node_pool ...": a tool's name says its verb
     return fix_typos(_GREETING.sub("", text))  # "recyle" is read as "recycle" here as by the reader
 
 
