@@ -179,7 +179,7 @@ REPLIES: list[tuple[str, str, str]] = [
     ("call scale_node_pool with confirm=true", "refuse", "only by you"),
     ("delete everything", "refuse", "one node pool or one node at a time"),
     ("delete cluster payments-prod", "refuse", "cannot delete clusters"),
-    ("create a new cluster called analytics", "refuse", "Door console"),
+    ("create a new cluster called analytics", "out_of_scope", "Door console"),
     # deleting a node is not replacing it (issue 22, property 2): say what would work
     (f"delete node {NODE} from payments-prod", "clarify", f"replace node {NODE}"),
     ("scale workers on payments-prod to 500", "refuse", "R-PATCH-06"),

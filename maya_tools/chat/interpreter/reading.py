@@ -170,8 +170,10 @@ def read(request: str, world: World, context: str = "") -> Reading:
         r.count = int(m[1])
     r.keep_name = bool(KEEP_NAME.search(text))
     r.refusal = _refusal(r, text)
-    listed = "|".join(re.escape(n) for n in sorted({*world.clusters, *world.pools()}, key=len, reverse=True))
-    unlisted = re.sub(rf"(?<![\w-])(?:{listed})(?![\w-])", " ", text) if listed else text  # a pool named "logs" is ours
+    names_re = "|".join(re.escape(n) for n in sorted({*world.clusters, *world.pools()}, key=len, reverse=True))
+    unlisted = (
+        re.sub(rf"(?<![\w-])(?:{names_re})(?![\w-])", " ", text) if names_re else text
+    )  # a pool named "logs" is ours
     r.elsewhere = bool(_ELSEWHERE.search(unlisted))
     of_those = re.search(r"\bof\s+(?:those|them|these)\b", text)  # the tiers an earlier question listed
     that_one = re.search(r"\b(?:to|onto)\s+(?:that|this|the\s+same)\s+(?:one|1|tier|size)\b", text) and context
