@@ -8,6 +8,7 @@ things names both: the caller asks which, it never picks one silently.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,6 +111,9 @@ def candidates(word: str, names: Iterable[str]) -> tuple[str, ...]:
     parts = tuple(n for n in names if word in n.split("-"))
     if parts:
         return parts
+    short = tuple(n for n in names if any(_abbreviates(word, part) for part in n.split("-")))
+    if short:  # "stg" for payments-staging; two names it could shorten are both candidates (asked about)
+        return short
     if len(word) < 4:
         return ()
     close = difflib.get_close_matches(word, names, n=5, cutoff=FUZZY_CUTOFF)
@@ -119,6 +123,14 @@ def candidates(word: str, names: Iterable[str]) -> tuple[str, ...]:
     if not any(edits(word, n) <= max(1, len(n) // 6) for n in close):
         return ()
     return tuple(sorted(close))
+
+
+def _abbreviates(word: str, part: str) -> bool:
+    """``word`` is ``part`` with vowels dropped ("stg" for staging, "prd" for prod, "wrkrs" for workers)."""
+    if len(word) < 3 or len(part) < 4 or not word.isalpha() or re.search(r"[aeiou]", word[1:]) or word[0] != part[0]:
+        return False
+    rest = iter(part[1:])
+    return all(ch in rest for ch in word[1:]) and len(word) >= len(re.sub(r"[aeiou]", "", part)) - 2
 
 
 def edits(a: str, b: str) -> int:

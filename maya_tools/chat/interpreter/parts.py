@@ -72,7 +72,15 @@ def find_names(r: Reading, world: World) -> None:
         ):
             r.name = r.name or m[1]
             break
-    words = [w.strip(".-_") for w in re.findall(r"[a-z0-9][a-z0-9_.\-]*", t)]
+    # "not prod", "instead of batch", "rather than staging": a name said only to be ruled out
+    t_meant = re.sub(
+        r"\b(?:not|except|excluding|instead\s+of|rather\s+than)\s+(?:on\s+|the\s+|in\s+)?[a-z0-9][a-z0-9_.\-]*", " ", t
+    )
+    words = [w.strip(".-_") for w in re.findall(r"[a-z0-9][a-z0-9_.\-]*", t_meant)]
+    words = [
+        re.sub(r"-(?:pool|np|nodepool)$", "", w) if re.sub(r"-(?:pool|np|nodepool)$", "", w) in world.pools() else w
+        for w in words
+    ]
     words = [w for w in words if w and not re.fullmatch(SIZE, w) and not w.startswith("card_")]
     # "payments prod" for payments-prod
     joined: list[str] = []

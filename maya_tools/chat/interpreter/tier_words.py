@@ -16,7 +16,7 @@ RELATIVE_SPEC = re.compile(
 KEEP_NAME = re.compile(
     r"\b(?:keep(?:ing)?|same|old|retain(?:ing)?)\s+(?:the\s+|its\s+)?(?:old\s+|same\s+)?(?:pool\s+)?name\b"
     r"|\bkeep\s+(?:calling\s+it|it\s+(?:called|named))\b|\b(?:stay|remain)s?\s+(?:called|named)\b"
-    r"|\bstill\s+(?:be\s+)?(?:called|named)\b"
+    r"|\bstill\s+(?:be\s+)?(?:called|named)\b|\b(?:want|need)\s+it\s+to\s+(?:be|stay)\s+(?:called|named)\b"
 )
 
 

@@ -105,6 +105,6 @@ _FILLER = """
     asap again already anymore basically double every fixed half instead maybe needs often please pls plz quick
     quickly really soon tbh thx today tomorrow tonight triple twice urgent urgently
     us lot lots week weekend weekends night morning evening afternoon moment monday tuesday wednesday
-    thursday friday saturday sunday prs traffic anywhere somewhere elastic
+    thursday friday saturday sunday prs traffic anywhere somewhere elastic operation operations op ops
 """
 VOCABULARY = frozenset(_WORDS.split()) | frozenset(_FILLER.split())
