@@ -94,6 +94,8 @@ class Interpreter:
 
     def _frame(self, r: Reading) -> Frame | None:
         pending = self.pending
+        if (again := self._same_pool(r)) is not None:
+            return again
         # "m5 large, 2 nodes" answers "which tier?": a read word with no name of its own is an answer
         answer_only = r.intent in _READS and not (r.clusters or r.pools or r.node) and bool(r.size or r.numbers)
         if pending is not None and r.has_parts and (r.intent in (None, pending.intent) or r.weak or answer_only):
@@ -108,13 +110,33 @@ class Interpreter:
         if guessed and self.world.clusters:
             return None  # a word the server does not list, found only by its place in the sentence
         if self.last is not None:  # "and on staging?", "now the same for payments-staging"
-            base = replace(self.last, count=None, delta=None, low=None, high=None)
+            base = replace(self.last, count=None, delta=None, low=None, high=None) if r.numbers else self.last
             return from_reading(self.last.intent, r, base)
         if r.clusters or (r.cluster_typed and not r.pools):  # a listed pool before a guessed cluster ("at night")
             return from_reading("get_cluster", r)
         if r.pools:  # "we don't really use batch anymore": show it, change nothing
             r.cluster_typed = None  # "at night" was only a guess; the pool names its cluster
             return from_reading("list_pools", r)
+        return None
+
+    def _same_pool(self, r: Reading) -> Frame | None:
+        """A turn about the pool the last request or question was about, naming none itself: "I meant
+        the max" (the count said was a bound), "I mean fixed at 3, without autoscaling"."""
+        ctx = self.pending or self.last
+        if ctx is None or ctx.pool is None or r.pools or r.clusters or r.node or r.question:
+            return None
+        bound = re.search(r"\b(max(?:imum)?|ceiling|cap|upper\s+bound|min(?:imum)?|floor|lower\s+bound)\b", r.text)
+        if bound and ctx.count is not None and not r.numbers and ctx.intent in ("scale", "autoscale_off"):
+            floor = bound[1].startswith(("min", "floor", "lower"))
+            low, high = (ctx.count, None) if floor else (None, ctx.count)
+            return replace(ctx, intent="autoscale_on", count=None, delta=None, factor=None, low=low, high=high)
+        if (
+            r.intent in ("autoscale_on", "autoscale_off")
+            and (self.pending is not None or r.correction)
+            and r.intent != ctx.intent
+        ):
+            fresh = replace(ctx, intent=r.intent, count=None, delta=None, low=None, high=None, factor=None)
+            return from_reading(r.intent, r, fresh)
         return None
 
     def _understood(self, r: Reading) -> tuple[str, str, str | None, list[str]]:
@@ -134,15 +156,34 @@ class Interpreter:
         if last is None or r.question:
             return None
         names = replace(last, clusters=(), pools=(), pool=None, cluster=None) if (r.pools or r.clusters) else last
-        if last.intent == "relabel" and r.pairs and r.intent in (None, "relabel", "add") and not r.pools:
+        if last.intent == "relabel" and r.pairs and r.intent in (None, "relabel", "add", "tiers") and not r.pools:
             tags = last.label_key == "tags"  # "oh and env=prod too": added to the labels that card proposed
             merged = {**((last.tags if tags else last.labels) or {}), **r.pairs}
             if tags:
                 return replace(last, label_mode="set", drop_keys=(), tags=merged)
             return replace(last, label_mode="set", drop_keys=(), labels=merged)
+        if r.intent == "replace" and r.node is None and last.intent == "list_nodes" and last.cluster:
+            shown = [n for n in self.world.all_nodes(last.cluster) if not last.pool or f"-{last.pool}-" in n]
+            if len(shown) == 1:  # "replace that one" after a list of one node
+                return replace(Frame("replace"), node=shown[0], cluster=last.cluster)
+        if (
+            last.intent == "replace"
+            and last.node
+            and last.cluster
+            and re.search(r"\b(?:the\s+)?other(?:\s+(?:one|1|node))?\b", r.text)
+        ):
+            group = last.node.rsplit("-", 1)[0]
+            others = [n for n in self.world.all_nodes(last.cluster) if n != last.node and n.rsplit("-", 1)[0] == group]
+            if len(others) == 1:  # "and the other one too" after replacing one of a pool's two nodes
+                return replace(Frame("replace"), node=others[0], cluster=last.cluster)
         if r.intent == "replace" and r.node is None and last.node:
             return from_reading("replace", r, replace(Frame("replace"), node=last.node, cluster=last.cluster))
         if last.intent == "add" and r.correction and r.intent in (None, "tier", "scale", "autoscale_on", "add"):
+            if r.intent == "autoscale_on" or (
+                r.low is not None and r.high is not None
+            ):  # "make that autoscale 1-5 instead"
+                start = last.start if r.start is None else r.start
+                return from_reading("add", replace(r, auto=True, count=None), replace(last, count=None, start=start))
             return from_reading("add", r, last)
         bounds_only = (r.low is not None or r.high is not None) and not r.pools
         if last.intent == "autoscale_on" and bounds_only and r.intent in (None, "scale", "autoscale_on"):

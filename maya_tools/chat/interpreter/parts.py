@@ -35,8 +35,8 @@ def find_numbers(r: Reading) -> None:
     ):
         r.high = int(m[1])
     kind = r"(?:(?:new|fresh|[cmr]\d|dks\.[a-z0-9.]+|big|bigger|small|large)\s+)?"  # "add 2 c5 nodes"
-    if m := re.search(rf"\b(\d+)\s+(?:more|extra|additional)\b|\badd\s+(\d+)\s+{kind}{UNITS}", t):
-        r.delta = int(m[1] or m[2])
+    if m := re.search(rf"\b(\d+)\s+(?:more|extra|additional)\b|\badd\s+(\d+)\s+{kind}{UNITS}|\badd\s+(\d+)\s*$", t):
+        r.delta = int(m[1] or m[2] or m[3])  # "ok add 2": to the pool just talked about
     elif m := re.search(
         rf"\b(\d+)\s+(?:fewer|less)\b|\b(?:remove|drop|delete|kill|take(?:\s+(?:away|out|off))?|subtract|lose|get\s+rid\s+of)\s+(\d+)\s+{UNITS}",
         t,

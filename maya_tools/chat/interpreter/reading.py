@@ -126,7 +126,11 @@ def read(request: str, world: World, context: str = "") -> Reading:
     r.follow_up = bool(re.match(r"\s*(?:and|what\s+about|how\s+about|same\s+for)\b", request.lower()))
     r.blind = not world.clusters
     r.correction = bool(
-        re.search(r"\b(?:i\s+meant|meant|instead|rather|actually|make\s+it|no\s+wait)\b", request.lower())
+        re.search(
+            r"\b(?:i\s+meant|meant|i\s+mean|instead|rather|actually|make\s+it|no\s+wait|sorry|oops|my\s+bad)\b"
+            r"|\bnot\s+(?:on\s+)?[a-z0-9-]+\s*$",
+            request.lower(),
+        )
     )
     r.numbers = [int(n) for n in re.findall(r"(?<![\w.=-])(\d+)(?![\w.-]*[a-z])", text)]
     size = re.search(rf"(?<![\w.-])({SIZE})(?![\w-]|\.\w)", text)  # "r5 xlarge. 2": the stop ends it
