@@ -102,8 +102,8 @@ class Interpreter:
             return from_reading(pending.intent, r, pending)
         if (follow := self._follow_up(r)) is not None:
             return follow
-        if r.intent is not None:
-            return from_reading(r.intent, r)
+        if r.intent is not None:  # a read the words ask for reads every pool they name at once
+            return replace(from_reading(r.intent, r), asked_read=r.intent in ("list_pools", "list_nodes"))
         if r.elsewhere or not r.has_parts:
             return None
         guessed = (r.cluster_typed or r.pool_typed) and not (r.clusters or r.pools or r.numbers or r.node or r.size)
@@ -202,7 +202,15 @@ class Interpreter:
     def _resolve(self, f: Frame) -> Frame:
         if f.intent in _NO_CLUSTER:
             return f
+        if f.intent in ("get_cluster", "list_pools", "list_nodes") and len(f.clusters) > 1 and not f.one_word_clusters:
+            if not f.pools:  # "compare prod and staging": every cluster at once
+                return replace(f, intent="list_clusters", clusters=())
+            f = replace(
+                f, intent="list_pools", cluster=f.clusters[0], clusters=(), pools=()
+            )  # a read answers, no question
         f = self._cluster(f)
+        if f.intent in ("list_pools", "list_nodes") and len(set(f.pools)) > 1 and f.asked_read:
+            f = replace(f, pools=(), pool=None)  # "the difference between workers and batch": the cluster's pools
         named = f.pools or f.pool or f.refers_pool
         if f.intent in _POOL_CHANGES or (f.intent in ("list_nodes", "list_pools") and named):
             f = self._pool(f)

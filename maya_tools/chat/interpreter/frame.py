@@ -43,6 +43,8 @@ class Frame:
     soft_off: bool = False
     family: str | None = None
     follow: str | None = None
+    one_word_clusters: bool = False
+    asked_read: bool = False  # the words asked for this read (not a fallback for words with no verb)
 
 
 class Refusal(Exception):
@@ -67,7 +69,7 @@ def from_reading(intent: Intent, r: Reading, base: Frame | None = None) -> Frame
     f = base or Frame(intent)
     f = replace(f, intent=intent, refers_cluster=r.refers_cluster, refers_pool=r.refers_pool)
     if r.clusters or r.cluster_typed:
-        f = replace(f, clusters=r.clusters, cluster=r.cluster_typed)
+        f = replace(f, clusters=r.clusters, cluster=r.cluster_typed, one_word_clusters=r.one_word_clusters)
     if r.pools or r.pool_typed:
         f = replace(f, pools=r.pools, pool=r.pool_typed)
     if r.node:

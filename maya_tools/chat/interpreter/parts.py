@@ -108,6 +108,7 @@ def find_names(r: Reading, world: World) -> None:
             continue
         found = candidates(w, world.clusters)
         if found:  # "1 node, payments-staging": a listed cluster after "node" is still the cluster
+            r.one_word_clusters = r.one_word_clusters or len(found) > 1  # "payments": which one is asked
             clusters.extend(c for c in found if c not in clusters)
             continue
         if before in {"node", "nodes"} and w not in VOCABULARY and not w.isdigit() and "-" in w:

@@ -68,8 +68,9 @@ _SCALE = _rx(
     r"go|expand|up|down|need|want|should|be|count)\b|->|=>"
 )
 _OPS = _rx(
-    r"\b(?:operations?|activity|activities|progress|running|finished|done|complete[d]?|happening|going\s+on|"
-    r"in\s+flight|underway)\b"
+    r"\b(?:operations?|ops?|activity|activities|progress|running|finished|done|complete[d]?|happening|going\s+on|"
+    r"in\s+flight|underway|history|happened|(?:last|latest|recent)\s+changes?|go(?:ne)?\s+(?:thru|through)|"
+    r"went\s+(?:thru|through)|keep\s+an\s+eye|watch|monitor|track)\b"
 )
 _TIERS = _rx(r"\b(?:tiers?|sizes?|machine\s+types?|instance\s+types?|flavou?rs?|per\s+hour|hourly)\b")
 _PRICE = _rx(r"\b(?:how\s+much|price|cost|costs)\b")
@@ -385,6 +386,10 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return "list_clusters"
     if _INFO.search(text) and (r.clusters or r.cluster_typed or r.refers_cluster or re.search(r"\bit\b", text)):
         return "get_cluster"
+    if re.search(r"\b(?:overview|everything|summary|all\s+clusters)\b", text) and not (
+        r.numbers or r.pools or r.clusters
+    ):
+        return "list_clusters"  # "give me an overview of everything"
     return None
 
 
@@ -401,7 +406,8 @@ def _question(r: Reading, text: str) -> Intent | None:
     if (tiers and not r.pools) or (r.size and _PRICE.search(text)):  # "what would workers cost on c5 2xl"
         return "tiers"
     if re.search(
-        r"\b(?:finish(?:ed)?|done|complete[d]?|progress|operations?|ops|last\s+change|still\s+running|happening)\b"
+        r"\b(?:finish(?:ed)?|done|complete[d]?|progress|operations?|ops?|(?:last|latest|recent)\s+changes?|still\s+running|"
+        r"happening|happened|history|go(?:ne)?\s+(?:thru|through)|went\s+(?:thru|through))\b"
         r"|\bhow\b.*\bgoing\b",
         text,
     ):
@@ -409,8 +415,12 @@ def _question(r: Reading, text: str) -> Intent | None:
     if re.search(r"\bclusters?\s+(?:called|named)\b", text):
         return "list_clusters"  # "do we have a cluster called payments-dev?": the list answers it
     clusters = r.clusters or (r.cluster_typed if r.blind else None)
-    if r.pools and re.search(r"\b(?:size|tier|type|kind|flavou?r)\b", text):
-        return "list_pools"  # "what size machines is workers on"
+    if (r.pools or clusters) and re.search(r"\b(?:size|tier|type|kind|flavou?r)\b", text):
+        return "list_pools"  # "what size machines is workers on", "what size machines does staging use"
+    if re.search(r"\bwhich\s+cluster\b|\b(?:a|an|the)\s+[a-z0-9-]+\s+cluster\b", text) and not r.clusters:
+        return "list_clusters"  # "which cluster has the general pool", "do we have a payments-dev cluster"
+    if (r.pools and re.search(r"^why\b", text)) or re.search(r"\bper\s+(?:node\s*)?pool\b", text):
+        return "list_pools"  # "why is batch sitting at 2 nodes?": its bounds answer it
     if re.search(r"\bhow\s+many\s+(?:node\s*)?pools\b|\bis\s+there\s+a\s+(?:node\s*)?pool\b", text):
         return "list_pools"
     if r.node or _NODES.search(text) or re.search(r"\bhow\s+many\b", text):

@@ -65,7 +65,7 @@ _HAVE_COUNT = re.compile(
 # Where one sentence of a message ends and the next begins ("scale workers to 3. thanks!", "... — please")
 _CLAUSE = re.compile(r"(?<=[.!?;:])\s+|\s+[—–]\s+|\s+-{1,2}\s+|,\s+(?=(?:so|but|then|could|can|would|please|pls)\b)")
 _IMPERATIVE = re.compile(
-    rf"^{CHANGE_VERB}(?:s|d|ed|ing)?\b|^(?:scaling|adding|removing|making|replacing|relabel+ing|creating|changing)\b"
+    rf"^{CHANGE_VERB}(?:d|ed|ing)?\b|^(?:scaling|adding|removing|making|replacing|relabel+ing|creating|changing)\b"
 )
 REMOVE_VERB = re.compile(
     r"\b(?:remove|delete|destroy|drop|tear\s+down|get\s+rid\s+of|decommission|nuke|kill|retire|scrap|trash|"

@@ -67,6 +67,7 @@ class Reading:
     blind: bool = False  # the server listed nothing: names pass as typed
     family: str | None = None  # a tier family said alone ("2 r5 nodes")
     follow: str | None = None  # what get_cluster_operations follows: an operation id, pool or node
+    one_word_clusters: bool = False  # one word named two clusters ("payments"): asked, never both read
     pairs: dict[str, str] = field(default_factory=dict)  # every key=value said, whatever the intent
 
     @property
