@@ -83,6 +83,12 @@ PACKAGED: dict[str, float] = {
     "eval_dev_outsider.json": DEV_OUTSIDER_TARGET,
     "eval_dev_tuner.json": 1.0,
     "eval_dev_outsider_2.json": DEV_OUTSIDER_2_TARGET,
+    # the third round's five outsider development files, each tuned on after its score on arrival
+    "eval_dev_outsider_3.json": DEV_OUTSIDER_TARGET,
+    "eval_dev_outsider_4.json": DEV_OUTSIDER_TARGET,
+    "eval_dev_outsider_5.json": DEV_OUTSIDER_TARGET,
+    "eval_dev_outsider_6.json": DEV_OUTSIDER_TARGET,
+    "eval_dev_outsider_7.json": DEV_OUTSIDER_TARGET,
 }
 
 

@@ -104,6 +104,12 @@ def build(world: World, f: Frame) -> ToolCall:
                     f"Between how many nodes should the new pool {f.name} autoscale (for example: between 1 and 4)?",
                     f,
                 )
+            if f.low is None and f.start is None and f.count is None:  # "autoscale up to 8": the floor is asked
+                raise Question(
+                    f"From how many nodes should the new pool {f.name} autoscale up to {f.high}? Door would start the "
+                    f"floor at 1 (R-ADD-06). Say, for example: between 1 and {f.high}.",
+                    f,
+                )
             nodes = {
                 **nodes,
                 "auto_scale": True,

@@ -31,12 +31,15 @@ def _rx(pattern: str) -> re.Pattern[str]:
 
 
 _APPROVE = _rx(
-    r"\b(?:approve[sd]?|approving|approval|confirm(?:ed|s|ing)?|sign(?:ed)?\s+off|rubber[\s-]?stamp|"
+    # "confirm" asks for an approval when its object is the card or the change, never "confirm X exists"
+    r"\b(?:approve[sd]?|approving|approval|confirm(?:s|ing)?\s+(?:it|that|this|(?:the\s+)?(?:\w+\s+)?(?:card|change|request)s?|for\s+me)|"
+    r"^confirm$|confirmed|sign(?:ed)?\s+off|rubber[\s-]?stamp|"
     r"auto[\s-]?approv\w*|(?:say|said|answer)\s+yes\s+for\s+me)\b"
 )
 _BYPASS = _rx(
     r"\bwithout\s+(?:asking|a\s+card|the\s+card|any\s+card|confirmation|approval|checking|a\s+prompt|me)\b"
-    r"|\bskip(?:ping)?\s+(?:the\s+|a\s+)?(?:card|confirmation|approval|prompt|check|question)s?\b"
+    r"|\bskip(?:s|ping)?\s+(?:the\s+|a\s+)?(?:card|confirmation|approval|prompt|check|question)s?\b"
+    r"|\b(?:confirm(?:ation|ed)?|approved?|skip_card|auto_approve)\s*="
     r"|\bdon'?t\s+(?:ask|bother\s+asking|show\s+(?:me\s+)?(?:a|the)\s+card)\b|\bno\s+need\s+to\s+(?:ask|confirm)\b|\bbypass\b"
 )
 _STRAY = _rx(r"(?:y|yes|yep|yeah|yup|n|no|nope|nah|ok|okay|sure|go|do\s+it|go\s+ahead)")

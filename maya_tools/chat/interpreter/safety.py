@@ -55,7 +55,9 @@ _POLITE = re.compile(
     r"|when(?:ever)?\s+you\s+(?:get|have)\s+a\s+(?:moment|minute|sec|second|chance)[,]?\s+|if\s+you\s+(?:can|could)[,]?\s+"
     r"|at\s+your\s+(?:convenience|earliest)[,]?\s+"
     # a short place or time before the request: "on 7c1e5b9a could you ...", "for the load test tonight put ..."
-    rf"|(?:on|in|for|at|over|during|before|after|by|from)\s+(?:[^\s,?]+\s+){{0,4}}?(?=(?:can|could|would|will|please|pls|kindly)\s|{CHANGE_VERB}\b))"
+    # (never a clause with its own subject: "before I move batch, what's ..." asks, it does not move)
+    rf"|(?:on|in|for|at|over|during|by)\s+(?:(?!(?:i|we|you|they|it|if|when|once)\s)[^\s,?]+\s+){{0,4}}?"
+    rf"(?=(?:can|could|would|will|please|pls|kindly)\s|{CHANGE_VERB}\b))"
 )
 # "can we have 10 more workers", "can workers have one fewer node": a count asked for, politely
 _HAVE_COUNT = re.compile(
