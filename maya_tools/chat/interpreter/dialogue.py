@@ -155,7 +155,12 @@ class Interpreter:
         last = self.last
         if last is None or r.question:
             return None
-        names = replace(last, clusters=(), pools=(), pool=None, cluster=None) if (r.pools or r.clusters) else last
+        names = last
+        if r.pools:
+            names = replace(last, clusters=(), pools=(), pool=None, cluster=None)
+        elif r.clusters:  # "do it on staging instead": the same pool there, or the question that it has none
+            same_there = re.search(r"\b(?:same|too|as\s+well|likewise)\b", r.text)  # "same for staging": its pool
+            names = replace(last, clusters=(), pools=(), cluster=None, pool=None if same_there else last.pool)
         if last.intent == "relabel" and r.pairs and r.intent in (None, "relabel", "add", "tiers") and not r.pools:
             tags = last.label_key == "tags"  # "oh and env=prod too": added to the labels that card proposed
             merged = {**((last.tags if tags else last.labels) or {}), **r.pairs}
@@ -185,6 +190,14 @@ class Interpreter:
                 start = last.start if r.start is None else r.start
                 return from_reading("add", replace(r, auto=True, count=None), replace(last, count=None, start=start))
             return from_reading("add", r, last)
+        if (
+            r.factor is not None
+            and not r.pools
+            and last.pool
+            and last.intent == "scale"
+            and r.intent in (None, "scale")
+        ):
+            return from_reading("scale", r, replace(last, count=None, delta=None))  # "no, triple": of the listed count
         bounds_only = (r.low is not None or r.high is not None) and not r.pools
         if last.intent == "autoscale_on" and bounds_only and r.intent in (None, "scale", "autoscale_on"):
             return from_reading("autoscale_on", replace(r, count=None), last)

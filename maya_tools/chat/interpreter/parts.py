@@ -111,7 +111,7 @@ def find_names(r: Reading, world: World) -> None:
             r.one_word_clusters = r.one_word_clusters or len(found) > 1  # "payments": which one is asked
             clusters.extend(c for c in found if c not in clusters)
             continue
-        if before in {"node", "nodes"} and w not in VOCABULARY and not w.isdigit() and "-" in w:
+        if before in {"node", "nodes"} and w not in VOCABULARY and not w.isdigit() and "-" in w and _nodelike(w, world):
             r.node = w
             continue
         found = candidates(w, world.pools())
@@ -174,11 +174,19 @@ def find_names(r: Reading, world: World) -> None:
         )
     m = None if r.node else re.search(rf"\bnodes?\s+({NAME})", t)
     # "another node asap" names no node; "replace node nosuchnode" does (and is then told there is none)
-    looks_like_node = m is not None and bool(re.search(r"[-\d]", m[1]) or re.search(r"\b(?:replace|recycle)\b", t))
+    # a node's name has a digit or its cluster's name in it ("double-checked" after "nodes?" is not one)
+    looks_like_node = m is not None and bool(
+        (_nodelike(m[1], world) and bool(re.search(r"[-\d]", m[1]))) or re.search(r"\b(?:replace|recycle)\b", t)
+    )
     if m and looks_like_node and m[1] not in VOCABULARY and not m[1].isdigit() and m[1] not in (r.pools + r.clusters):
         r.node = m[1]
     r.refers_cluster = bool(_REFER_CLUSTER.search(t))
     r.refers_pool = bool(_REFER_POOL.search(t))
+
+
+def _nodelike(word: str, world: World) -> bool:
+    """A word that may be a node's name: it has a digit or its cluster's name in it ("double-checked" has neither)."""
+    return not world.clusters or bool(re.search(r"\d", word)) or any(word.startswith(f"{c}-") for c in world.clusters)
 
 
 def _node_by_suffix(word: str, world: World) -> str | None:

@@ -128,7 +128,7 @@ def relative(text: str) -> Relative:
     if m := re.search(r"(?:\bby\s+|\+\s?|-\s?)(\d+)\s*(?:%|percent\b|per\s+cent\b)", text):
         down = re.search(r"\b(?:down|decrease|shrink|reduce|lower|cut|drop|fewer|less)\b|-\s?\d", text)
         return Relative(factor=1 - int(m[1]) / 100 if down else 1 + int(m[1]) / 100)  # "by 50%"
-    if m := re.search(r"\b(double|twice|triple|treble|quadruple|halve|half)\b", text):
+    if m := re.search(r"\b(double|twice|triple|treble|quadruple|halve|half)\b(?!-)", text):  # never "double-check"
         return Relative(factor=_FACTORS[m[1]])
     if re.search(r"\bin\s+(?:half|two)\b", text):
         return Relative(factor=0.5)

@@ -54,11 +54,12 @@ _ELSEWHERE = _rx(
     r"|\b(?:cost|costs|spend|spent|bill|billed|charged|pay|paid)\b[^.?!]*\b(?:last|previous|past|in)\s+"
     r"(?:month|week|quarter|year|january|february|march|april|may|june|july|august|september|october|november|december)\b"
 )
-_TIER_VERB = _rx(r"\b(?:change|switch|swap|move|convert|migrate|upgrade|resize|set|turn|put|make)\b|->|=>|→")
+_TIER_VERB = _rx(r"\b(?:change|switch|swap|move|convert|migrate|upgrade|resize|set|turn|put|make|give|use)\b|->|=>|→")
 _AUTOSCALE = _rx(r"\bauto(?:matic(?:ally)?)?[\s-]?scal\w*")
 _OFF = _rx(
     r"\b(?:off|disable[ds]?|stop|deactivate|no\s+more|without|fixed\s+size|pin)\b"
     r"|\b(?:no|not|non|don'?t|do\s+not|never)[\s-]+(?:\w+\s+)?auto"  # "no autoscaling", "don't autoscale it"
+    r"|\b(?:kill|remove|drop|ditch|scrap|lose|get\s+rid\s+of)\s+(?:the\s+)?auto[\s-]?scal"
 )
 _LABEL = _rx(r"\b(?:re)?label(?:s|ed|led)?\b")
 _TAG = _rx(r"\b(?:re)?tag(?:s|ged)?\b")
@@ -131,7 +132,7 @@ def read(request: str, world: World, context: str = "") -> Reading:
     r.blind = not world.clusters
     r.correction = bool(
         re.search(
-            r"\b(?:i\s+meant|meant|i\s+mean|instead|rather|actually|make\s+it|no\s+wait|sorry|oops|my\s+bad)\b"
+            r"\b(?:i\s+meant|meant|i\s+mean|instead|rather|actually|make\s+(?:it|that|this)|no\s+wait|sorry|oops|my\s+bad)\b"
             r"|\bnot\s+(?:on\s+)?[a-z0-9-]+\s*$",
             request.lower(),
         )

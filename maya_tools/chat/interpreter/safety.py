@@ -67,7 +67,7 @@ _HAVE_COUNT = re.compile(
 # Where one sentence of a message ends and the next begins ("scale workers to 3. thanks!", "... — please")
 _CLAUSE = re.compile(r"(?<=[.!?;:])\s+|\s+[—–]\s+|\s+-{1,2}\s+|,\s+(?=(?:so|but|then|could|can|would|please|pls)\b)")
 _IMPERATIVE = re.compile(
-    rf"^{CHANGE_VERB}(?:d|ed|ing)?\b|^(?:scaling|adding|removing|making|replacing|relabel+ing|creating|changing)\b"
+    rf"^{CHANGE_VERB}(?:d|ed|ing)?\b(?!-)|^(?:scaling|adding|removing|making|replacing|relabel+ing|creating|changing)\b"
 )
 REMOVE_VERB = re.compile(
     r"\b(?:remove|delete|destroy|drop|tear\s+down|get\s+rid\s+of|decommission|nuke|kill|retire|scrap|trash|"
@@ -76,6 +76,7 @@ REMOVE_VERB = re.compile(
 REPLACE_VERB = re.compile(
     r"\b(?:replace|recycle|cycle|reprovision|recreate|re-create|swap|rotate|refresh|kick|bounce|"
     r"renew|reimage|re-image|redeploy|respawn|rebuild)\b|\bspin\s+up\s+a\s+(?:new|fresh)\b"
+    r"|\b(?:give|get)\s+(?:me\s+|us\s+)?a\s+(?:new|fresh)\s+(?:one|node)\b"
 )
 _COUNTED_NODES = re.compile(
     rf"\b(?:\d+|a|an|one|two|three|four|five|another|single|couple|few|some|extra|more)\s+(?:more\s+|extra\s+)?"
@@ -99,7 +100,7 @@ def asks(sentence: str) -> bool:
 
 def clauses(sentence: str) -> list[str]:
     """The sentences and clauses of a message, each read on its own for an imperative."""
-    return [c.strip(" ,.!?") for c in _CLAUSE.split(plain(sentence)) if c.strip(" ,.!?")]
+    return [c.strip(" ,.!?-—–") for c in _CLAUSE.split(plain(sentence)) if c.strip(" ,.!?-—–")]
 
 
 def imperative(sentence: str) -> bool:

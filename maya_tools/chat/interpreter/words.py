@@ -106,5 +106,6 @@ _FILLER = """
     quickly really soon tbh thx today tomorrow tonight triple twice urgent urgently
     us lot lots week weekend weekends night morning evening afternoon moment monday tuesday wednesday
     thursday friday saturday sunday prs traffic anywhere somewhere elastic operation operations op ops
+    floor ceiling cap limit bound bounds fyi
 """
 VOCABULARY = frozenset(_WORDS.split()) | frozenset(_FILLER.split())
