@@ -74,7 +74,9 @@ def build(world: World, f: Frame) -> ToolCall:
                 "say, for example, between 2 and 6.",
                 f,
             )
-        bounds = {"min_nodes": f.low} if f.low is not None else {}
+        bounds: dict[str, int] = {"min_nodes": f.low} if f.low is not None else {}
+        if f.start is not None and (f.low is None or f.low <= f.start) and f.start <= f.high:
+            bounds["count"] = f.start  # "start at 3": the count to start from, within the bounds (R-PATCH-04)
         return ToolCall("scale_node_pool", {**where, "pool": p, "auto_scale": True, **bounds, "max_nodes": f.high})
     if f.intent == "autoscale_off":
         keep = {"count": f.count} if f.count is not None else {}

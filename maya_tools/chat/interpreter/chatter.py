@@ -70,10 +70,18 @@ def _has_content(sentence: str, names: re.Pattern[str] | None) -> bool:
     return bool(_CONTENT.search(text) or (names and names.search(text)))
 
 
+_TIME = re.compile(
+    r"\b(?:in|for|within|after|by|at|until|till|over\s+the\s+next)\s+(?:about\s+|~)?\d+\s*"
+    r"(?:min(?:ute)?s|mins?(?=\s*(?:[,.;!?]|$))|minutes?|hours?|hrs?|h|secs?|seconds?|days?|weeks?|months?|pm|am)\b"
+    r"|\b\d{1,2}(?::\d{2})?\s*(?:am|pm)\b|\b\d+\s*(?:minutes?|hours?|days?|weeks?)\s+(?:ago|from\s+now)\b",
+    re.IGNORECASE,
+)
+
+
 def trim(request: str, world: World) -> str:
     """``request`` without the sentences and clauses that hold no part of a request."""
     names = _names(world)
-    text = _REASON.sub("", request)
+    text = _TIME.sub(" ", _REASON.sub("", request))  # "launch in 20 min": no count, no bound
     kept: list[str] = []
     pieces = _SENTENCE.split(text)  # sentences, each followed by the separator that ended it
     for sentence, end in zip(pieces[::2], [*pieces[1::2], ""], strict=True):

@@ -68,6 +68,9 @@ _ARGS = (
     (r"\bw/\s*", "with "),
     (r"(?<![\w.])([a-z][a-z0-9-]*)\s*\+=\s*(\d+)", r"\1 +\2"),  # "workers += 4"
     (r"(?<![\w.])([a-z][a-z0-9-]*)\s*-=\s*(\d+)", r"\1 minus \2"),
+    (r"^([a-z][a-z0-9-]*)\s+x\s*2$", r"double \1"),  # "workers x2": the count times two
+    (r"^([a-z][a-z0-9-]*)\s+x\s*3$", r"triple \1"),
+    (r"^([a-z][a-z0-9-]*)\s+x\s*4$", r"quadruple \1"),
     (r"\b2x\s+(?=the\b)", "double "),  # "2x the workers pool"; "2x c5.large" stays a count
     (r"\b3x\s+(?=the\b)", "triple "),
     (r"\b4x\s+(?=the\b)", "quadruple "),

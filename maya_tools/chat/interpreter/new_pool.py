@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 
 from maya_tools.chat.interpreter.names import World
-from maya_tools.chat.interpreter.words import NUMBER_WORDS
+from maya_tools.chat.interpreter.words import NUMBER_WORDS, VOCABULARY
 
 # "key: value" where the value ends the clause: a label, or one of a new pool's parts by name
 _COLON = re.compile(
     r"(?<![\w.=-])([A-Za-z][A-Za-z0-9_./-]*)\s*:\s+(?![\d.\-–]+\s*(?:[,;]|$))([A-Za-z0-9_.-]*[A-Za-z0-9_])"
-    r"(?=\s*(?:[,.;)]|$)|\s+(?:and|&)\s|\s+[—–-]\s)"
+    r"(?=\s*(?:[,.;)/]|$)|\s+(?:and|&)\s|\s+[—–-]\s)"
 )
 _PART_KEYS = {
     "machine": "size",
@@ -36,7 +36,11 @@ def colon_pairs(said: str, world: World) -> str:
     def pair(m: re.Match[str]) -> str:
         key, value = m[1].lower(), m[2]
         listed = {*world.clusters, *world.pools(), *(p for c in world.clusters for p in c.split("-"))}
-        if key in listed or key in {"pool", "nodepool", "cluster", "labels", "label", "tags", "tag"}:
+        if (
+            key in listed
+            or key in {"pool", "nodepool", "cluster", "labels", "label", "tags", "tag"}
+            or (key in VOCABULARY and key not in _PART_KEYS)
+        ):
             return m[0]
         slot = _PART_KEYS.get(key)
         if slot == "count" and value.lower() in NUMBER_WORDS:
@@ -84,9 +88,14 @@ def new_name(text: str, request: str, world: World, clusters: tuple[str, ...], p
     def free(word: str) -> bool:
         return word not in _NOT_NAMES and not word.isdigit() and word not in world.clusters and "." not in word
 
-    after_colon = rf"\b(?:new|another|second|extra|separate)\s+(?:{_POOL_WORD})\b[^:,.]*:\s*({_NAME})\s*(?:,|$)"
+    after_colon = rf"\b(?:new|another|second|extra|separate)\s+(?:{_POOL_WORD})\b[^:,.]*:\s*({_NAME})\s*(?:[,/]|$)"
     if (m := re.search(after_colon, text)) and free(m[1]) and m[1] not in listed:
         return m[1]
+    form = re.search(
+        rf"(?:^|[/,;]\s*)(?:{_POOL_WORD})\s*:\s*({_NAME})\s*(?:[,/;]|$)", text
+    )  # "pool: api-edge / tier: ..."
+    if form and free(form[1]) and form[1] not in listed and re.search(r"\bdks\.|\bsize:", text):
+        return form[1]
     quoted = re.search(
         rf"\b(?:{_POOL_WORD})\s+(?:called\s+|named\s+)?[\"'`‘“]([a-z0-9][a-z0-9-]*)[\"'`’”]", request.lower()
     )

@@ -224,6 +224,10 @@ def bounds(text: str) -> Bounds:
         b.low, b.high = int(m[1]), int(m[2])
         return b
     low = low or re.search(r"\b(?:go|drop|fall|dip|shrink|get)\s+(?:below|under|lower\s+than)\s+(\d+)", text)
+    low = low or re.search(
+        r"\b(?:down\s+)?to\s+(\d+)\s+(?:when|if|while)\s+(?:it'?s\s+|they'?re\s+)?(?:idle|quiet|unused|not\s+(?:in\s+)?use[d]?)",
+        text,
+    )  # "scale all the way down to zero when idle": a floor
     low = low or re.search(r"(?<![\w.])(\d+)\s+min(?:imum)?\b(?!\s*(?:of|at|to|nodes?)\b)", text)  # "1 min 4 max"
     high = high or re.search(r"\b(?:go|grow|get|scale|burst)\s+(?:above|over|past|beyond|more\s+than)\s+(\d+)", text)
     high = high or re.search(r"(?<![\w.])(\d+)\s+max(?:imum)?\b(?!\s*(?:of|at|to|nodes?)\b)", text)

@@ -72,7 +72,7 @@ _SCALE = _rx(
     r"go|expand|up|down|need|want|should|be|count)\b|->|=>"
 )
 _OPS = _rx(
-    r"\b(?:operations?|ops?|activity|activities|progress|running|finished|done|complete[d]?|happening|going\s+on|"
+    r"\b(?:operations?|ops?|activity|activities|progress|running|happening|going\s+on|"
     r"in\s+flight|underway|history|happened|(?:last|latest|recent)\s+changes?|go(?:ne)?\s+(?:thru|through)|"
     r"went\s+(?:thru|through)|keep\s+an\s+eye|watch|monitor|track)\b"
 )
@@ -274,7 +274,11 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return None
     if r.question:
         return None if r.elsewhere else _question(r, text)
-    unlisted = bool(r.name) and r.name not in r.pools and bool(re.search(r"\b(?:node\s*)?pools?\b|\bnodepool\b", text))
+    unlisted = (
+        bool(r.name)
+        and r.name not in r.pools
+        and bool(re.search(r"\b(?:node\s*)?pools?\b|\bnodepool\b", text) or r.size)
+    )
     new_pool = (
         _NEW_POOL.search(text)
         or (unlisted and bool(r.size or r.count is not None or r.high is not None))
@@ -368,8 +372,10 @@ def _intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
     if r.elsewhere:
         return None
     question = bool(_QUESTION.search(text)) or text.endswith("?") or r.question
-    if _OPS.search(text) and (question or not r.numbers):
-        return "operations"
+    if (_OPS.search(text) or (question and re.search(r"\b(?:finished|done|complete[d]?)\b", text))) and (
+        question or not r.numbers
+    ):
+        return "operations"  # "is it done?" asks about operations; "we're done with batch" does not
     if r.size and (_PRICE.search(text) or _TIERS.search(text)):
         return "tiers"
     scale_word = re.search(r"\b(?:scale|resize|bump|grow|shrink|bigger|smaller)\b", text)
@@ -407,15 +413,18 @@ def _question(r: Reading, text: str) -> Intent | None:
         r"machine\s+types?|instance\s+types?|flavou?rs?|biggest|largest|smallest|beefiest|fastest)\b|\d+\s*gb\b",
         text,
     )
-    if (tiers and not r.pools) or (r.size and _PRICE.search(text)):  # "what would workers cost on c5 2xl"
+    per_hour = _PRICE.search(text) and re.search(r"\b(?:per\s+hour|hourly|an\s+hour|/h(?:r|our)?)\b", text)
+    if (tiers and not r.pools) or (r.size and _PRICE.search(text)) or per_hour:  # "what would workers cost on c5 2xl"
         return "tiers"
     if re.search(
         r"\b(?:finish(?:ed)?|done|complete[d]?|progress|operations?|ops?|(?:last|latest|recent)\s+changes?|still\s+running|"
-        r"happening|happened|history|go(?:ne)?\s+(?:thru|through)|went\s+(?:thru|through))\b"
+        r"happening|happened|history|go(?:ne)?\s+(?:thru|through)|went\s+(?:thru|through)|in\s+flight|underway|pending)\b"
         r"|\bhow\b.*\bgoing\b",
         text,
     ):
         return "operations"
+    if re.search(r"\b(?:overview|everything|summary|all\s+clusters)\b", text) and not (r.pools or r.clusters):
+        return "list_clusters"  # "show me everything we've got"
     if re.search(r"\bclusters?\s+(?:called|named)\b", text):
         return "list_clusters"  # "do we have a cluster called payments-dev?": the list answers it
     clusters = r.clusters or (r.cluster_typed if r.blind else None)
