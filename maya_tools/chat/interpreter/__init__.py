@@ -13,7 +13,7 @@ answers (DESIGN.md "Approval: what must hold", 1).
 - ``chatter``: what a message says around its request (greetings, thanks, reasons, "is that
   possible?"), left out of the reading; the safety checks still read the message as typed.
 - ``parts`` / ``reading`` / ``sentence``: the parts of one request wherever they appear, and its
-  intent and refusals; ``new_pool`` a new pool's parts in any order, ``tier_words`` a tier said by
+  refusals; ``intent`` the change or read its words ask for; ``new_pool`` a new pool's parts in any order, ``tier_words`` a tier said by
   what it changes ("more memory for batch, same cpu").
 - ``dialogue``: the conversation: context for "it" / "that pool" / follow-ups that correct the last
   request, the question for a missing part, and its answer completing the request; ``frame`` the
