@@ -62,6 +62,7 @@ _ARGS = (
     (r"\bnode_name\s*=\s*", " node "),
     (r"\bfollow\s*=\s*", " follow "),
     (r"\b(?:labels|tags)\s*=\s*(?=\{)", lambda m: m[0].split("=")[0].strip() + " "),
+    (r"(?<=[a-z])\s*(?:=>|->|→)\s*(?=\d)", " to "),  # "workers => 7" ("2 → 5" stays: from 2 to 5)
     (r"\bnp\b", "node pool"),
     (r"\bsts\b", "status"),
     (r"\bw/o\b", "without"),

@@ -45,12 +45,16 @@ _TIER_VERB = _rx(r"\b(?:change|switch|swap|move|convert|migrate|upgrade|resize|s
 _AUTOSCALE = _rx(r"\bauto(?:matic(?:ally)?)?[\s-]?scal\w*")
 _OFF = _rx(
     r"\b(?:off|disable[ds]?|stop|deactivate|no\s+more|without|fixed\s+size|pin)\b"
-    r"|\b(?:no|not|non|don'?t|do\s+not|never)[\s-]+(?:\w+\s+)?auto"  # "no autoscaling", "don't autoscale it"
+    r"|\b(?:no|not|non|don'?t|do\s+not|never)[\s-]+(?:\w+\s+){0,2}auto"  # "no autoscaling", "don't want batch autoscaling"
+    r"|\bauto[\s-]?scal\w*\s+(?:any\s*more|no\s+more)\b"
     r"|\b(?:kill|remove|drop|ditch|scrap|lose|get\s+rid\s+of)\s+(?:the\s+)?auto[\s-]?scal"
 )
 _LABEL = _rx(r"\b(?:re)?label(?:s|ed|led)?\b")
 _TAG = _rx(r"\b(?:re)?tag(?:s|ged)?\b")
-_REPLACE = _rx(r"\b(?:replace|recycle|reboot|restart|drain|reprovision|recreate|re-create|cycle|swap|kill|broken)\b")
+_REPLACE = _rx(
+    r"\b(?:replac(?:e|es|ed|ing)|recycl(?:e|es|ed|ing)|reboot|restart|drain|reprovision|recreate|re-create|cycle|swap|kill|"
+    r"broken)\b"
+)
 _ADD_MORE = _rx(
     rf"\badd\s+(?:\d+\s+)?(?:more|extra|another|additional|\d+)\s*(?:more\s+)?(?:[cmr]\d\s+)?{UNITS}\b(?!\s+pool)"
 )

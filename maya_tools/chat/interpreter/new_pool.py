@@ -98,7 +98,9 @@ def new_name(text: str, request: str, world: World, clusters: tuple[str, ...], p
         return form[1]
     quoted = re.search(
         rf"\b(?:{_POOL_WORD})\s+(?:called\s+|named\s+)?[\"'`‘“]([a-z0-9][a-z0-9-]*)[\"'`’”]", request.lower()
-    )
+    ) or re.search(
+        rf"[\"'`‘“]([a-z0-9][a-z0-9-]*)[\"'`’”]\s+(?:{_POOL_WORD})\b", request.lower()
+    )  # "a 'batch-spot' pool"
     if quoted and free(quoted[1]) and quoted[1] not in listed:
         return quoted[1]
     verb = rf"\b(?:create|add|make|provision|spin\s+up|set\s+up|build)\s+(?:a\s+|an\s+|new\s+|another\s+)*(?:{_POOL_WORD})\s+"

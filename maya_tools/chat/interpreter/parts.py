@@ -127,8 +127,8 @@ def find_names(r: Reading, world: World) -> None:
             f"{w}s" in world.pools() and (before.isdigit() or before in _COUNTING) and after not in {"pool", "nodepool"}
         ):
             units.append(f"{w}s")  # "one fewer worker": the workers pool, when no other is named
-        elif after in {"pool", "nodepool"} and f"{w}s" in world.pools():
-            explicit_pools.append(f"{w}s")  # "the worker pool"
+        elif after in {"pool", "nodepool", "group"} and f"{w}s" in world.pools():
+            explicit_pools.append(f"{w}s")  # "the worker pool", "the worker group"
         elif (node := _node_by_suffix(w, world)) is not None:
             r.node = node
             clusters.append(world.node_cluster(node) or "")
@@ -159,7 +159,7 @@ def find_names(r: Reading, world: World) -> None:
             # after "for" a word is more often a purpose ("for black friday") than a cluster: only a dashed name
             r"\bfor\s+(?:the\s+)?([a-z0-9]+(?:-[a-z0-9]+)+)\b(?!\s+(?:node\s*)?pool)",
             # after "to" a word is more often a value ("to billing") than a cluster: only a dashed name
-            r"\bto\s+(?:the\s+)?(?!\d+-\d+\b)([a-z0-9]+(?:-[a-z0-9]+)+)\b(?!\s+(?:node\s*)?pool|\s+tier)",
+            r"\bto\s+(?:the\s+)?(?!\d+-\d+\b)([a-z0-9]+(?:-[a-z0-9]+)+)\b(?!\s+(?:node\s*)?pool|\s+tier|\s+dks\.)",
             rf"\b(?:does|do|has|is)\s+({NAME})\s+have\b",
         )
     if not r.pools:

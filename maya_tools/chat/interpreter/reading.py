@@ -200,7 +200,12 @@ def _refusal(r: Reading, text: str) -> Refusal | None:
     if _APPROVE.search(text) or _BYPASS.search(text):
         return "approve"
     words = set(re.findall(r"[a-z0-9][-a-z0-9_.]*", text))
-    if _CREATE.search(text) and re.search(r"\bcluster\b", text) and not _POOLS.search(text):
+    new_cluster = re.search(
+        r"\b(?:create|make|provision|spin\s+up|set\s+up|build|add|stand\s+up)\s+(?:me\s+|us\s+)?(?:a\s+|an\s+|the\s+)?"
+        r"(?:new\s+|another\s+|second\s+|fresh\s+)?(?:dks\s+|k8s\s+|kubernetes\s+)?cluster\b|\bnew\s+cluster\b",
+        text,
+    )
+    if new_cluster and not _POOLS.search(text):
         return "new_cluster"
     if _DESTROY.search(text):
         every = re.search(r"\b(?:every|each)\s+(?:node\s*)?pools?\b", text)

@@ -61,7 +61,7 @@ _POLITE = re.compile(
 )
 # "can we have 10 more workers", "can workers have one fewer node": a count asked for, politely
 _HAVE_COUNT = re.compile(
-    r"^(?:can|could|may)\s+(?:we|i|you|[a-z0-9-]+)\s+(?:please\s+)?(?:have|get|run)\s+(?:\d+|an?|one|two|three|four|five|"
+    r"^(?:can|could|may)\s+(?:we|i|you|[a-z0-9-]+)\s+(?:please\s+)?(?:have|get|run)\s+(?:[a-z0-9-]+\s+)?(?:at\s+|with\s+)?(?:\d+|an?|one|two|three|four|five|"
     r"six|seven|eight|nine|ten|another)\s+(?:more\s+|fewer\s+|less\s+|extra\s+)?(?:nodes?|workers?|machines?|instances?)\b"
 )
 # Where one sentence of a message ends and the next begins ("scale workers to 3. thanks!", "... — please")
@@ -74,7 +74,7 @@ REMOVE_VERB = re.compile(
     r"rm|del|deprovision|wipe|ditch|dump|bin)\b"
 )
 REPLACE_VERB = re.compile(
-    r"\b(?:replace|recycle|cycle|reprovision|recreate|re-create|swap|rotate|refresh|kick|bounce|"
+    r"\b(?:replac(?:e|es|ed|ing)|recycl(?:e|es|ed|ing)|cycle|reprovision|recreate|re-create|swap|rotate|refresh|kick|bounce|"
     r"renew|reimage|re-image|redeploy|respawn|rebuild)\b|\bspin\s+up\s+a\s+(?:new|fresh)\b"
     r"|\b(?:give|get)\s+(?:me\s+|us\s+)?a\s+(?:new|fresh)\s+(?:one|node)\b"
 )
