@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from maya_tools.chat.interpreter.names import World
-from maya_tools.chat.interpreter.safety import CHANGE_VERB
+from maya_tools.chat.interpreter.safety import CHANGE_VERB, asks, imperative
 from maya_tools.chat.interpreter.words import NUMBER_WORDS, UNITS
 
 _SENTENCE = re.compile(r"((?<=[.!?])\s+|\s+[—–]\s+|\s+-{1,2}\s+|\n+)")
@@ -78,6 +78,25 @@ _TIME = re.compile(
 )
 
 
+def _asides_dropped(sentences: list[str], names: re.Pattern[str] | None) -> list[str]:
+    """Where one sentence asks for a change and names what it changes, the sentences that neither ask
+    nor request anything are asides ("we might retire batch next quarter. for now just bump workers to
+    3", "batch is a mess but that's another story. scale workers to 3")."""
+    if len(sentences) < 2 or names is None:
+        return sentences
+    requests = [s for s in sentences if imperative(s) and names.search(s.lower())]
+    if not requests:
+        return sentences
+    targets = {m[0] for s in requests for m in names.finditer(s.lower())}
+
+    def aside(s: str) -> bool:  # names only other things, and holds no number, tier or label to use
+        named = {m[0] for m in names.finditer(s.lower())}
+        overlap = any(n in t or t in n for n in named for t in targets)  # "prod" is part of payments-prod
+        return bool(named) and not overlap and not re.search(r"\d|=|[{:]|\bdks\.", s) and not asks(s)
+
+    return [s for s in sentences if s in requests or not aside(s)]
+
+
 def trim(request: str, world: World) -> str:
     """``request`` without the sentences and clauses that hold no part of a request."""
     names = _names(world)
@@ -88,5 +107,6 @@ def trim(request: str, world: World) -> str:
         clauses = [c for c in _COMMA.split(sentence) if c.strip() and not _context(c, names)]
         if clauses and _has_content(sentence, names):
             kept.append(", ".join(clauses) + end)
+    kept = _asides_dropped(kept, names)
     trimmed = "".join(kept).strip()
     return trimmed if trimmed and re.search(r"[a-z0-9]", trimmed, re.IGNORECASE) else request

@@ -70,7 +70,7 @@ _OPS = _rx(
 _TIERS = _rx(r"\b(?:tiers?|sizes?|machine\s+types?|instance\s+types?|flavou?rs?|per\s+hour|hourly)\b")
 _PRICE = _rx(r"\b(?:how\s+much|price|cost|costs)\b")
 _NODES = _rx(
-    rf"\bnodes?\b(?!\s+pools?)|\b(?:machines?|vms?|instances?)\b|\bhow\s+many\s+{UNITS}\b|\b(?:list|show)\s+(?:me\s+)?(?:the\s+|all\s+)?workers\b"
+    rf"\bnodes?\b(?!\s+pools?)|\b(?:machines?|vms?|instances?)\b|\bhow\s+many\s+{UNITS}\b|\b(?:list|show)\s+(?:me\s+)?(?:the\s+|all\s+)?workers\b(?!\s*(?:node\s*)?pool)"
 )
 _POOLS = _rx(r"\bpools?\b")
 _INFO = _rx(
@@ -123,6 +123,9 @@ def intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
             r.auto = True
         return "add"
     on_pool = has_pool or r.pools or (r.clusters and _POOLS.search(text))  # "staging's pool"
+    on_pool = on_pool or (
+        r.clusters and re.search(r"\b(?:upgrade|migrate|move|switch)\b", text)
+    )  # "upgrade staging to ..."
     if r.size and on_pool and (_TIER_VERB.search(text) or re.search(r"\b(?:on|onto|to)\s+dks\.", text)):
         return "tier"
     if has_pool and _TIER_VERB.search(text) and re.search(r"\b(?:onto|to)\s+(?:the\s+|a\s+)?[\w-]+\s+tier\b", text):
@@ -245,6 +248,12 @@ def question_read(r: Reading, text: str) -> Intent | None:
     if re.search(r"\bclusters?\s+(?:called|named)\b", text):
         return "list_clusters"  # "do we have a cluster called payments-dev?": the list answers it
     clusters = r.clusters or (r.cluster_typed if r.blind else None)
+    if re.search(r"\d+\s*(?:gb|gib|gigs?)\b|\b\d+\s*(?:vcpus?|cpus?|cores?)\b", text):
+        return "tiers"  # "can the workers machines have 16 gigs of memory each?": the catalog answers
+    if r.pools and re.search(
+        r"\b(?:max(?:imum)?|min(?:imum)?|most|least|allowed|bounds?|limits?|auto[\s-]?scal\w*)\b", text
+    ):
+        return "list_pools"  # "what's the most machines batch is allowed to grow to?"
     if (r.pools or clusters) and re.search(r"\b(?:size|tier|type|kind|flavou?r)\b", text):
         return "list_pools"  # "what size machines is workers on", "what size machines does staging use"
     if re.search(r"\bwhich\s+cluster\b|\b(?:a|an|the)\s+[a-z0-9-]+\s+cluster\b", text) and not r.clusters:

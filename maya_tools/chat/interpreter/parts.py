@@ -142,6 +142,9 @@ def find_names(r: Reading, world: World) -> None:
             and word != r.name
             and not re.fullmatch(SIZE, word)
             and not re.fullmatch(r"[a-z]\d", word)  # a tier family ("instead of c5"), never a name
+            and not re.fullmatch(
+                r"\d+(?:gb|gib|tb|mb|gigs?|xl|x|cpus?|vcpus?|h|hrs?|mins?|s)", word
+            )  # "16gb": a quantity
             and word not in r.pools
             and word not in world.pools()
             and not candidates(word, world.clusters)  # "staging's pool" names the cluster

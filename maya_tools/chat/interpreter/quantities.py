@@ -140,6 +140,8 @@ def relative(text: str) -> Relative:
         r"(?:^|(?<=[a-z])\s)-\s?(\d+)\b(?!\s*(?:-|to)\s*\d)|\bminus\s+(\d+)\b|\b(\d+)\s+(?:fewer|less)\b", text
     ):
         return Relative(delta=-int(next(g for g in m.groups() if g)))
+    if m := re.search(r"\b(\d+)\s+(bigger|larger|smaller)\b", text):  # "make workers one bigger": a count
+        return Relative(delta=int(m[1]) if m[2] != "smaller" else -int(m[1]))
     if re.search(rf"\b(?:another|one\s+more|an\s+extra|1\s+more)\b(?:\s+{UNITS})?", text):
         return Relative(delta=1)
     return Relative()

@@ -100,6 +100,10 @@ def read(request: str, world: World, context: str = "") -> Reading:
             r.name, r.pools = named, tuple(p for p in r.pools if p != named)
         r.size = r.size or same_tier(text, world, r.clusters[0] if len(r.clusters) == 1 else None)
     find_numbers(r)
+    the_node = re.search(r"\bthe\s+(?:only\s+|one\s+|single\s+)?(?:node|machine|server|vm|instance)\b(?!\s*s)", text)
+    if r.node is None and the_node and len(r.clusters) == 1 and not re.search(r"\b(?:every|all|each|both)\b", text):
+        only = [n for n in world.all_nodes(r.clusters[0]) if not r.pools or f"-{r.pools[0]}-" in n]
+        r.node = only[0] if len(only) == 1 else None  # "the node in staging keeps crashing": its only node
     rel = relative(text)
     r.factor = rel.factor
     if rel.delta is not None:
@@ -134,7 +138,7 @@ def read(request: str, world: World, context: str = "") -> Reading:
         re.sub(rf"(?<![\w-])(?:{names_re})(?![\w-])", " ", text) if names_re else text
     )  # a pool named "logs" is ours
     r.elsewhere = bool(_ELSEWHERE.search(unlisted))
-    of_those = re.search(r"\bof\s+(?:those|them|these)\b", text)  # the tiers an earlier question listed
+    of_those = re.search(r"\b(?:of|on|to|onto)\s+(?:those|them|these)\b", text)  # the tiers an earlier question listed
     that_one = re.search(r"\b(?:to|onto)\s+(?:that|this|the\s+same)\s+(?:one|1|tier|size)\b", text) and context
     r.size = r.size or tier_by_spec(f"{text} {context}" if of_those or that_one else text, world)
     if r.size is None and len(r.pools) == 1 and (_TIER_VERB.search(text) or RELATIVE_SPEC.search(text)):

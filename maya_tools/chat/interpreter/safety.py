@@ -38,7 +38,7 @@ CHANGE_VERB = (
     r"(?:scale|resize|bump|grow|shrink|set|increase|decrease|raise|lower|reduce|make|bring|add|create|remove|"
     r"delete|drop|destroy|replace|recycle|reboot|restart|cycle|relabel|label|tag|turn|enable|disable|stop|"
     r"switch|move|migrate|change|double|triple|halve|cut|expand|spin|put|give|take|get\s+rid|kill|"
-    r"autoscale|pin|fix|let|go|upgrade|downsize|upsize|trim|tear|get)"
+    r"autoscale|pin|fix|let|go|upgrade|downsize|upsize|trim|tear|get|swap|update|recycle|rotate|refresh|bounce)"
 )
 # What may stand before an imperative inside a question: "can you", "could we", "is it possible to",
 # "i'd like you to", "we need to", "maybe we", "go ahead and" (a request said politely is still one).

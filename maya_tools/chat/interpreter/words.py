@@ -106,6 +106,6 @@ _FILLER = """
     quickly really soon tbh thx today tomorrow tonight triple twice urgent urgently
     us lot lots week weekend weekends night morning evening afternoon moment monday tuesday wednesday
     thursday friday saturday sunday prs traffic anywhere somewhere elastic operation operations op ops
-    floor ceiling cap limit bound bounds fyi
+    floor ceiling cap limit bound bounds fyi memory ram cpu cpus vcpu vcpus 16gb 32gb 8gb 4gb
 """
 VOCABULARY = frozenset(_WORDS.split()) | frozenset(_FILLER.split())
