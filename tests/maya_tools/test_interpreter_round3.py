@@ -208,6 +208,38 @@ def asked(got: ToolCall | Reply, *words: str) -> bool:
             ["add pool cache with 2 r5.xlarge to payments-prod", "sorry, staging not prod"],
             call("add_node_pool", cluster=S, name="cache", size="dks.r5.xlarge", count=2),
         ),
+        # asides, the only node, specs
+        (
+            ["we might retire batch next quarter. for now just bump workers to 3"],
+            call("scale_node_pool", cluster=P, pool="workers", count=3),
+        ),
+        (
+            ["the node in staging keeps crashing, can you replace it"],
+            call("replace_node", cluster=S, node_name="payments-staging-general-h2j6w"),
+        ),
+        (
+            ["upgrade staging to the 4 cpu / 8 gig ones"],
+            call("change_pool_tier", cluster=S, pool="general", size="dks.c5.xlarge"),
+        ),
+        (["make workers one bigger"], call("scale_node_pool", cluster=P, pool="workers", count=3)),
+        (
+            ["launch in 20 min, need a pool 'checkout-burst' on prod, c5 2xl, autoscale 2 to 10"],
+            call(
+                "add_node_pool",
+                cluster=P,
+                name="checkout-burst",
+                size="dks.c5.2xlarge",
+                auto_scale=True,
+                min_nodes=2,
+                max_nodes=10,
+            ),
+        ),
+        (
+            ["workers autoscaling on, start at 3, max 8, min 2"],
+            call("scale_node_pool", cluster=P, pool="workers", auto_scale=True, min_nodes=2, count=3, max_nodes=8),
+        ),
+        (["workers x3"], call("scale_node_pool", cluster=P, pool="workers", count=6)),
+        (["what's the most machines batch is allowed to grow to?"], call("list_node_pools", cluster=P, pool="batch")),
         # reads
         (["could you compare prod and staging for me, how many nodes each one has?"], call("list_clusters")),
         (["what size machines does staging use?"], call("list_node_pools", cluster=S)),
@@ -233,6 +265,9 @@ def test_a_request_is_read_as_meant(turns: list[str], expected: ToolCall) -> Non
         (["move batch to c5 4xlarge"], ("no machine tier dks.c5.4xlarge",)),
         (["can you scale workers on staging to 2? the staging workers, I mean, not prod"], ("no pool workers",)),
         (["check on operation op-7f21"], ("Which cluster",)),
+        (["every node in general should be replaced"], ("node",)),
+        (["scale workers to 4", "wait, do it on staging instead"], ("no pool workers",)),
+        (["add np 'burst' to prod, c5.xlarge, autoscale up to 8"], ("R-ADD-06",)),
     ],
 )
 def test_a_request_a_rule_or_an_ambiguity_stops_is_asked_about(turns: list[str], words: tuple[str, ...]) -> None:
