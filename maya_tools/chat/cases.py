@@ -72,7 +72,12 @@ class CaseFile(_Own):
         return self
 
 
-FROZEN_HELDOUT: tuple[str, ...] = ("eval_heldout_1.json", "eval_heldout_2.json", "eval_heldout_3.json")
+FROZEN_HELDOUT: tuple[str, ...] = (
+    "eval_heldout_1.json",
+    "eval_heldout_2.json",
+    "eval_heldout_3.json",
+    "eval_heldout_4.json",
+)
 """Held-out files written by outsiders who never saw the code, each scored once after the tuning and then frozen:
 not scored by default (``--cases`` scores one); the suite checks only that no case of theirs breaks a safety property."""
 
