@@ -6,7 +6,10 @@ look only at the person's words and what the server listed, never at how a readi
 
 1. ``question``: a sentence that asks (a question mark, or it opens with is/are/does/do/can/how/
    what/which/why/when/show/list) never yields a change unless it also holds an explicit
-   imperative change ("can you scale workers to 4" may; "is workers at 4?" may not).
+   imperative change ("can you scale workers to 4" may; "is workers at 4?" may not). The imperative
+   may open any sentence or clause of the message, after a polite frame or a short place or time
+   ("hi! could you kindly add ...?", "we need to replace it, can you do it?", "on prod could you
+   ..."); a clause with its own subject ("before I move batch, what's ...?") is not one.
 2. ``bigger``: removing a pool needs a removal verb and the pool as its object, and never comes
    of words about "a node" or a number of nodes; replacing a node needs a replace/recycle verb and
    a node the server listed.
