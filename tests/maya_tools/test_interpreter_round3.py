@@ -318,3 +318,41 @@ def test_chatter_around_a_question_never_makes_it_a_change(before: str, question
     assert not (isinstance(got, ToolCall) and got.tool in CHANGES), (text, got)
     if isinstance(got, ToolCall):
         assert violations(text, WORLD, got.tool, got.arguments) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "please scale workers to 4 and also the staging general pool to 2, thanks a lot!",
+        "2 extra workers and one extra on general",
+        "replace payments-prod-workers-abc12 and then scale batch to 3",
+    ],
+)
+def test_two_changes_in_one_message_are_asked_for_one_at_a_time_never_mixed_into_one_card(text: str) -> None:
+    got = said(text)
+    assert asked(got, "two changes", "one card at a time"), (text, got)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "autoscale batch between 2 and 6",
+            call("scale_node_pool", cluster=P, pool="batch", auto_scale=True, min_nodes=2, max_nodes=6),
+        ),
+        (
+            "make a new node pool on staging named batch-jobs with 2 m5 xlarge and label team=payments",
+            call(
+                "add_node_pool",
+                cluster=S,
+                name="batch-jobs",
+                size="dks.m5.xlarge",
+                count=2,
+                labels={"team": "payments"},
+            ),
+        ),
+        ("is workers at 4 and batch at 2?", call("list_node_pools", cluster=P)),
+    ],
+)
+def test_the_parts_of_one_request_joined_by_and_stay_one_request(text: str, expected: ToolCall) -> None:
+    assert said(text) == expected

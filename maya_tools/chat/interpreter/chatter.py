@@ -52,7 +52,8 @@ def _names(world: World) -> re.Pattern[str] | None:
     names = [*world.clusters, *world.pools(), *world.all_nodes(), *(n.rsplit("-", 1)[-1] for n in world.all_nodes())]
     parts = {p for c in world.clusters for p in c.split("-") if len(p) >= 4}
     words = sorted({*names, *parts}, key=len, reverse=True)
-    return re.compile(r"\b(?:" + "|".join(re.escape(w) for w in words) + r")\b") if words else None
+    # a whole word: never part of a dashed name ("batch-jobs") nor a label's value ("team=payments")
+    return re.compile(r"(?<![\w=-])(?:" + "|".join(re.escape(w) for w in words) + r")(?![\w-])") if words else None
 
 
 def _context(clause: str, names: re.Pattern[str] | None) -> bool:
@@ -110,3 +111,29 @@ def trim(request: str, world: World) -> str:
     kept = _asides_dropped(kept, names)
     trimmed = "".join(kept).strip()
     return trimmed if trimmed and re.search(r"[a-z0-9]", trimmed, re.IGNORECASE) else request
+
+
+_JOINED = re.compile(
+    r"\s*[,;]\s*(?:and\s+)?(?:also|then|plus)\s+|\s+and\s+(?:also\s+|then\s+)?(?=\S)|\s+(?:also|then|plus)\s+|\s*;\s*"
+)
+_ASKS_CHANGE = re.compile(rf"\d|\b{CHANGE_VERB}\b|\b(?:more|fewer|extra|another|one|two|three|four|five)\b")
+
+
+def two_requests(request: str, world: World) -> tuple[str, str] | None:
+    """Two changes joined in one message ("scale workers to 4 and also the staging general pool to 2"),
+    each naming its own listed target: the parts, so the caller asks for one at a time instead of
+    making a card that mixes them. Parts of one change ("between 2 and 6", "team=a and env=b",
+    "never below 3 and never above 12") name no second target and are not split."""
+    names = _names(world)
+    if names is None:
+        return None
+    text = trim(request, world)
+    for m in _JOINED.finditer(text):
+        first, second = text[: m.start()].strip(" ,;."), text[m.end() :].strip(" ,;.!?")
+        one = {n[0] for n in names.finditer(first.lower())}
+        two = {n[0] for n in names.finditer(second.lower())}
+        if not one or not two or any(a in b or b in a for a in one for b in two):
+            continue
+        if _ASKS_CHANGE.search(first.lower()) and _ASKS_CHANGE.search(second.lower()):
+            return first, second
+    return None

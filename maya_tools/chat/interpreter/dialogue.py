@@ -9,6 +9,7 @@ from dataclasses import replace
 from maya_tools.chat.interpreter import texts
 from maya_tools.chat.interpreter.build import build
 from maya_tools.chat.interpreter.calls import Reply, ToolCall
+from maya_tools.chat.interpreter.chatter import two_requests
 from maya_tools.chat.interpreter.frame import MAX_COUNT, Frame, Question, Refusal, from_reading
 from maya_tools.chat.interpreter.guard import safety_guard
 from maya_tools.chat.interpreter.names import World
@@ -49,6 +50,12 @@ class Interpreter:
         if not said or _HELP.fullmatch(said):
             return Reply("help", texts.HELP)
         r = read(text, self.world, self.tiers_asked)
+        one_change = (
+            r.intent in _READS or r.intent in _NO_CLUSTER or r.intent == "add"
+        )  # a new pool's parts join with "and"
+        if not one_change and (both := two_requests(text, self.world)):
+            self.pending = None
+            return Reply("clarify", texts.one_at_a_time(*both))
         if r.intent == "tiers":
             self.tiers_asked = r.text
         refusal = self._refusal(r)

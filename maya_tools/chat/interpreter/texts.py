@@ -135,6 +135,13 @@ def other_tier(pool: str, cluster: str, size: str, other: str) -> str:
     )
 
 
+def one_at_a_time(first: str, second: str) -> str:
+    return (
+        f"That asks for two changes, '{first}' and '{second}', and I make one card at a time, so I changed nothing. "
+        f"Send them one by one: first '{first}', then '{second}'."
+    )
+
+
 def zero_new(name: str) -> str:
     return (
         f"A new pool without autoscaling starts with at least 1 node (R-ADD-05), so pool {name} cannot start with 0. "
