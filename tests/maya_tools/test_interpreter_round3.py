@@ -356,3 +356,10 @@ def test_two_changes_in_one_message_are_asked_for_one_at_a_time_never_mixed_into
 )
 def test_the_parts_of_one_request_joined_by_and_stay_one_request(text: str, expected: ToolCall) -> None:
     assert said(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["scale workers to 2.5 nodes", "add 1.5 nodes to batch", "let batch autoscale 1 to 4.5"]
+)
+def test_a_fraction_of_a_node_is_asked_about_never_rounded_into_a_card(text: str) -> None:
+    assert asked(said(text), "whole number of nodes"), said(text)

@@ -95,7 +95,14 @@ class Interpreter:
         ):
             return Reply("clarify", texts.REBOOT)
         numbers = [n for n in (r.count, r.low, r.high) if n is not None]
-        if r.intent in {"scale", "autoscale_on", "autoscale_off", "add"} and any(n > MAX_COUNT for n in numbers):
+        counting = r.intent in {"scale", "autoscale_on", "autoscale_off", "add"}
+        fraction = re.search(
+            r"(?<![\w.])(\d+)[.,](\d+)(?![\w.])(?!\s*(?:%|percent|gb|gib|ghz|vcpu|cpu|\$|usd|/h))", r.said
+        )
+        if counting and fraction and int(fraction[2]) != 0:  # "2.5 nodes": a pool counts whole nodes
+            self.pending = None
+            return Reply("clarify", texts.fraction(fraction[0], int(fraction[1])))
+        if counting and any(n > MAX_COUNT for n in numbers):
             return Reply("refuse", texts.too_many(max(numbers), MAX_COUNT))
         return None
 

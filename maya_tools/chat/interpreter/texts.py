@@ -142,6 +142,13 @@ def one_at_a_time(first: str, second: str) -> str:
     )
 
 
+def fraction(said: str, whole: int) -> str:
+    return (
+        f"A pool has a whole number of nodes, so I cannot ask for {said}, and I changed nothing. Do you mean "
+        f"{whole} or {whole + 1}?"
+    )
+
+
 def zero_new(name: str) -> str:
     return (
         f"A new pool without autoscaling starts with at least 1 node (R-ADD-05), so pool {name} cannot start with 0. "
