@@ -78,6 +78,7 @@ FROZEN_HELDOUT: tuple[str, ...] = (
     "eval_heldout_3.json",
     "eval_heldout_4.json",
     "eval_heldout_5.json",
+    "eval_heldout_6.json",
 )
 """Held-out files written by outsiders who never saw the code, each scored once after the tuning and then frozen:
 not scored by default (``--cases`` scores one); the suite checks only that no case of theirs breaks a safety property."""
