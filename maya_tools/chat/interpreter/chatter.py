@@ -119,15 +119,16 @@ _JOINED = re.compile(
 _ASKS_CHANGE = re.compile(rf"\d|\b{CHANGE_VERB}\b|\b(?:more|fewer|extra|another|one|two|three|four|five)\b")
 
 
-def two_requests(request: str, world: World) -> tuple[str, str] | None:
+def two_requests(trimmed: str, world: World) -> tuple[str, str] | None:
     """Two changes joined in one message ("scale workers to 4 and also the staging general pool to 2"),
     each naming its own listed target: the parts, so the caller asks for one at a time instead of
     making a card that mixes them. Parts of one change ("between 2 and 6", "team=a and env=b",
-    "never below 3 and never above 12") name no second target and are not split."""
+    "never below 3 and never above 12") name no second target and are not split. ``trimmed`` is the
+    message as the reader read it (``trim``'d, in ``Reading.said``), so the chatter is not trimmed twice."""
     names = _names(world)
     if names is None:
         return None
-    text = trim(request, world)
+    text = trimmed
     for m in _JOINED.finditer(text):
         first, second = text[: m.start()].strip(" ,;."), text[m.end() :].strip(" ,;.!?")
         one = {n[0] for n in names.finditer(first.lower())}

@@ -53,7 +53,7 @@ class Interpreter:
         one_change = (
             r.intent in _READS or r.intent in _NO_CLUSTER or r.intent == "add"
         )  # a new pool's parts join with "and"
-        if not one_change and (both := two_requests(text, self.world)):
+        if not one_change and (both := two_requests(r.said, self.world)):
             self.pending = None
             return Reply("clarify", texts.one_at_a_time(*both))
         if r.intent == "tiers":

@@ -17,22 +17,22 @@ def _rx(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-_APPROVE = _rx(
+APPROVE = _rx(
     # "confirm" asks for an approval when its object is the card or the change, never "confirm X exists"
     r"\b(?:approve[sd]?|approving|approval|confirm(?:s|ing)?\s+(?:it|that|this|(?:the\s+)?(?:\w+\s+)?(?:card|change|request)s?|for\s+me)|"
     r"^confirm$|confirmed|sign(?:ed)?\s+off|rubber[\s-]?stamp|"
     r"auto[\s-]?approv\w*|(?:say|said|answer)\s+yes\s+for\s+me)\b"
 )
-_BYPASS = _rx(
+BYPASS = _rx(
     r"\bwithout\s+(?:asking|a\s+card|the\s+card|any\s+card|confirmation|approval|checking|a\s+prompt|me)\b"
     r"|\bskip(?:s|ping)?\s+(?:the\s+|a\s+)?(?:card|confirmation|approval|prompt|check|question)s?\b"
     r"|\b(?:confirm(?:ation|ed)?|approved?|skip_card|auto_approve)\s*="
     r"|\bdon'?t\s+(?:ask|bother\s+asking|show\s+(?:me\s+)?(?:a|the)\s+card)\b|\bno\s+need\s+to\s+(?:ask|confirm)\b|\bbypass\b"
 )
-_STRAY = _rx(r"(?:y|yes|yep|yeah|yup|n|no|nope|nah|ok|okay|sure|go|do\s+it|go\s+ahead)")
-_DESTROY = _rx(r"\b(?:remove|delete|destroy|drop|wipe|tear\s+(?:it\s+)?down|nuke|kill|decommission|get\s+rid\s+of)\b")
-_CLUSTER_KILL = _rx(r"\b(?:nuke|wipe|tear\s+(?:it\s+)?down|destroy|decommission)\b")
-_ELSEWHERE = _rx(
+STRAY = _rx(r"(?:y|yes|yep|yeah|yup|n|no|nope|nah|ok|okay|sure|go|do\s+it|go\s+ahead)")
+DESTROY = _rx(r"\b(?:remove|delete|destroy|drop|wipe|tear\s+(?:it\s+)?down|nuke|kill|decommission|get\s+rid\s+of)\b")
+CLUSTER_KILL = _rx(r"\b(?:nuke|wipe|tear\s+(?:it\s+)?down|destroy|decommission)\b")
+ELSEWHERE = _rx(
     r"\b(?:kubectl|helm|deployments?|dockerfile|docker|pods?|namespaces?|ingress|kubernetes\s+version|"
     r"upgrade\s+(?:the\s+)?(?:cluster|kubernetes|k8s|version)|weather|joke|poem|time\s+is\s+it|bill|invoices?|billing\s+(?:history|statement|report)|"
     r"deploy|rollout|roll\s+out|kubernetes\s+v?\d[\d.]*|k8s\s+v?\d[\d.]*|kube\s*config|kubeconfig|credentials?|ssh|"
@@ -41,16 +41,16 @@ _ELSEWHERE = _rx(
     r"|\b(?:cost|costs|spend|spent|bill|billed|charged|pay|paid)\b[^.?!]*\b(?:last|previous|past|in)\s+"
     r"(?:month|week|quarter|year|january|february|march|april|may|june|july|august|september|october|november|december)\b"
 )
-_TIER_VERB = _rx(r"\b(?:change|switch|swap|move|convert|migrate|upgrade|resize|set|turn|put|make|give|use)\b|->|=>|→")
-_AUTOSCALE = _rx(r"\bauto(?:matic(?:ally)?)?[\s-]?scal\w*")
+TIER_VERB = _rx(r"\b(?:change|switch|swap|move|convert|migrate|upgrade|resize|set|turn|put|make|give|use)\b|->|=>|→")
+AUTOSCALE = _rx(r"\bauto(?:matic(?:ally)?)?[\s-]?scal\w*")
 _OFF = _rx(
     r"\b(?:off|disable[ds]?|stop|deactivate|no\s+more|without|fixed\s+size|pin)\b"
     r"|\b(?:no|not|non|don'?t|do\s+not|never)[\s-]+(?:\w+\s+){0,2}auto"  # "no autoscaling", "don't want batch autoscaling"
     r"|\bauto[\s-]?scal\w*\s+(?:any\s*more|no\s+more)\b"
     r"|\b(?:kill|remove|drop|ditch|scrap|lose|get\s+rid\s+of)\s+(?:the\s+)?auto[\s-]?scal"
 )
-_LABEL = _rx(r"\b(?:re)?label(?:s|ed|led)?\b")
-_TAG = _rx(r"\b(?:re)?tag(?:s|ged)?\b")
+LABEL = _rx(r"\b(?:re)?label(?:s|ed|led)?\b")
+TAG = _rx(r"\b(?:re)?tag(?:s|ged)?\b")
 _REPLACE = _rx(
     r"\b(?:replac(?:e|es|ed|ing)|recycl(?:e|es|ed|ing)|reboot|restart|drain|reprovision|recreate|re-create|cycle|swap|kill|"
     r"broken)\b"
@@ -72,7 +72,7 @@ _PRICE = _rx(r"\b(?:how\s+much|price|cost|costs)\b")
 _NODES = _rx(
     rf"\bnodes?\b(?!\s+pools?)|\b(?:machines?|vms?|instances?)\b|\bhow\s+many\s+{UNITS}\b|\b(?:list|show)\s+(?:me\s+)?(?:the\s+|all\s+)?workers\b(?!\s*(?:node\s*)?pool)"
 )
-_POOLS = _rx(r"\bpools?\b")
+POOLS = _rx(r"\bpools?\b")
 _INFO = _rx(
     r"\b(?:status|state|capacity|cost|costs|price|spend|how\s+big|describe|details?|info|information|overview|"
     r"about|health|healthy|summary|look\s+like|show|get)\b"
@@ -110,7 +110,7 @@ def intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
     )
     every = re.search(r"\b(?:every|each|all(?:\s+the)?)\s+(?:node\s*)?pools?\b", text)  # "make every pool 2 nodes"
     labels_only = bool(every) or (
-        bool(pairs) and bool(_LABEL.search(text) or _TAG.search(text)) and not (r.name or r.size)
+        bool(pairs) and bool(LABEL.search(text) or TAG.search(text)) and not (r.name or r.size)
     )
     if (
         (new_pool or re.search(r"\bcall\s+it\b", text))
@@ -118,21 +118,21 @@ def intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         and not _ADD_MORE.search(text)
         and not (r.pools and not r.name and not re.search(r"\bnew\b", text))
     ):
-        r.auto = True if _AUTOSCALE.search(text) and not _OFF.search(text) else None
+        r.auto = True if AUTOSCALE.search(text) and not _OFF.search(text) else None
         if r.auto is None and (r.low is not None and r.high is not None) and r.name:
             r.auto = True
         return "add"
-    on_pool = has_pool or r.pools or (r.clusters and _POOLS.search(text))  # "staging's pool"
+    on_pool = has_pool or r.pools or (r.clusters and POOLS.search(text))  # "staging's pool"
     on_pool = on_pool or (
         r.clusters and re.search(r"\b(?:upgrade|migrate|move|switch)\b", text)
     )  # "upgrade staging to ..."
-    if r.size and on_pool and (_TIER_VERB.search(text) or re.search(r"\b(?:on|onto|to)\s+dks\.", text)):
+    if r.size and on_pool and (TIER_VERB.search(text) or re.search(r"\b(?:on|onto|to)\s+dks\.", text)):
         return "tier"
-    if has_pool and _TIER_VERB.search(text) and re.search(r"\b(?:onto|to)\s+(?:the\s+|a\s+)?[\w-]+\s+tier\b", text):
+    if has_pool and TIER_VERB.search(text) and re.search(r"\b(?:onto|to)\s+(?:the\s+|a\s+)?[\w-]+\s+tier\b", text):
         return "tier"  # "move batch onto the memory-optimised tier": a tier, which one is asked
     if r.size and has_pool and RELATIVE_SPEC.search(text):
         return "tier"  # "more memory for batch, same cpu"
-    if has_pool and _TIER_VERB.search(text) and re.search(rf"\b(?:to|onto)\s+(?:the\s+)?{FAMILY}\b", text):
+    if has_pool and TIER_VERB.search(text) and re.search(rf"\b(?:to|onto)\s+(?:the\s+)?{FAMILY}\b", text):
         return "tier"  # "move workers to m5": which m5 is asked
     if (
         re.search(
@@ -142,9 +142,9 @@ def intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         and has_pool
     ):
         return "tier"
-    if _AUTOSCALE.search(text) or re.search(r"\bfixed\b", text):
+    if AUTOSCALE.search(text) or re.search(r"\bfixed\b", text):
         off = _OFF.search(text) or re.search(r"\b(?:don'?t|do\s+not|never|no)\s+(?:\w+\s+)?auto", text)
-        if re.search(r"\bfixed\b", text) and not _AUTOSCALE.search(text):
+        if re.search(r"\bfixed\b", text) and not AUTOSCALE.search(text):
             r.soft_off = True  # "fixed at 3": autoscaling off if the pool autoscales, else just the count
             return "autoscale_off" if r.count is not None else None
         return "autoscale_off" if off else "autoscale_on"
@@ -163,29 +163,29 @@ def intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return "autoscale_on"
     if r.factor is not None and (has_pool or r.clusters):
         return "scale"
-    if pairs and (_LABEL.search(text) or _TAG.search(text) or has_pool):
+    if pairs and (LABEL.search(text) or TAG.search(text) or has_pool):
         return "relabel"
-    if (_LABEL.search(text) or _TAG.search(text)) and has_pool and not _CREATE.search(text):
+    if (LABEL.search(text) or TAG.search(text)) and has_pool and not _CREATE.search(text):
         return "relabel"  # "drop the team label from workers" changes labels, never the pool
-    if r.node and (_REPLACE.search(text) or _DESTROY.search(text) or not _CREATE.search(text)):
+    if r.node and (_REPLACE.search(text) or DESTROY.search(text) or not _CREATE.search(text)):
         return "replace"
     if _ADD_MORE.search(text):
         return "scale"
     if (
         _CREATE.search(text)
         and not every
-        and (_POOLS.search(text) or r.size or r.name)
+        and (POOLS.search(text) or r.size or r.name)
         and not r.elsewhere
         and not (r.pools and not r.name)  # "make the general pool 3 nodes" is that pool
     ):
         return "add"
     if r.delta is not None and re.search(rf"\b\d+\s+(?:more\s+)?{UNITS}\b(?!\s*-?pools?)", text):
         return "scale"  # "drop one node from the workers pool": a count, never the pool (property 2)
-    if _DESTROY.search(text) and has_pool and r.count is not None and re.search(r"\bto\s+\d+\b", text):
+    if DESTROY.search(text) and has_pool and r.count is not None and re.search(r"\bto\s+\d+\b", text):
         return "scale"  # "drop workers to 1": a count, never the pool (property 2)
-    if _DESTROY.search(text) and (has_pool or _POOLS.search(text)):
+    if DESTROY.search(text) and (has_pool or POOLS.search(text)):
         return "remove"
-    if re.search(r"\bnodes?\b", text) and (_REPLACE.search(text) or _DESTROY.search(text)):
+    if re.search(r"\bnodes?\b", text) and (_REPLACE.search(text) or DESTROY.search(text)):
         return "replace"
     if re.search(r"\b(?:replace|recycle)\b", text):
         return "replace"  # "replace it", "replace the second one": which node is asked or known
@@ -210,7 +210,7 @@ def intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         return "tiers"
     if _NODES.search(text):
         return "list_nodes"
-    if _POOLS.search(text):
+    if POOLS.search(text):
         return "list_pools"
     if _CLUSTERS.search(text) and not (r.clusters or r.cluster_typed):
         return "list_clusters"
@@ -264,7 +264,7 @@ def question_read(r: Reading, text: str) -> Intent | None:
         return "list_pools"
     if r.node or _NODES.search(text) or re.search(r"\bhow\s+many\b", text):
         return "list_nodes"
-    if r.pools or _AUTOSCALE.search(text) or _POOLS.search(text):
+    if r.pools or AUTOSCALE.search(text) or POOLS.search(text):
         return "list_pools"
     if _CLUSTERS.search(text) and not clusters:
         return "list_clusters"

@@ -9,17 +9,17 @@ from maya_tools.chat.interpreter import safety
 from maya_tools.chat.interpreter.chatter import trim
 from maya_tools.chat.interpreter.commands import commands
 from maya_tools.chat.interpreter.intent import (
-    _APPROVE,
-    _AUTOSCALE,
-    _BYPASS,
-    _CLUSTER_KILL,
-    _DESTROY,
-    _ELSEWHERE,
-    _LABEL,
-    _POOLS,
-    _STRAY,
-    _TAG,
-    _TIER_VERB,
+    APPROVE,
+    AUTOSCALE,
+    BYPASS,
+    CLUSTER_KILL,
+    DESTROY,
+    ELSEWHERE,
+    LABEL,
+    POOLS,
+    STRAY,
+    TAG,
+    TIER_VERB,
 )
 from maya_tools.chat.interpreter.intent import intent as _intent
 from maya_tools.chat.interpreter.names import World
@@ -127,7 +127,7 @@ def read(request: str, world: World, context: str = "") -> Reading:
         r.count = None
     ranged = re.search(r"\bfrom\s+(\d+)\s+to\s+(\d+)\b", text)
     now = {i.count for c in world.clusters for p, i in world.clusters[c].items() if p in r.pools}
-    if ranged and not _AUTOSCALE.search(text) and r.low == int(ranged[1]) in now and r.high == int(ranged[2]):
+    if ranged and not AUTOSCALE.search(text) and r.low == int(ranged[1]) in now and r.high == int(ranged[2]):
         r.count, r.low, r.high = int(ranged[2]), None, None  # "take workers from 2 to 3": a count
     if m := re.search(r"\bcount:(\d+)", text):
         r.count = int(m[1])
@@ -137,11 +137,11 @@ def read(request: str, world: World, context: str = "") -> Reading:
     unlisted = (
         re.sub(rf"(?<![\w-])(?:{names_re})(?![\w-])", " ", text) if names_re else text
     )  # a pool named "logs" is ours
-    r.elsewhere = bool(_ELSEWHERE.search(unlisted))
+    r.elsewhere = bool(ELSEWHERE.search(unlisted))
     of_those = re.search(r"\b(?:of|on|to|onto)\s+(?:those|them|these)\b", text)  # the tiers an earlier question listed
     that_one = re.search(r"\b(?:to|onto)\s+(?:that|this|the\s+same)\s+(?:one|1|tier|size)\b", text) and context
     r.size = r.size or tier_by_spec(f"{text} {context}" if of_those or that_one else text, world)
-    if r.size is None and len(r.pools) == 1 and (_TIER_VERB.search(text) or RELATIVE_SPEC.search(text)):
+    if r.size is None and len(r.pools) == 1 and (TIER_VERB.search(text) or RELATIVE_SPEC.search(text)):
         holders = r.clusters or world.clusters_with(r.pools[0])
         info = world.pool(holders[0], r.pools[0]) if len(holders) == 1 else None
         r.size = tier_for_pool(text, world, info.size) if info else None
@@ -165,8 +165,8 @@ def read(request: str, world: World, context: str = "") -> Reading:
             r.count = None
     if r.intent == "relabel":
         _label_mode(r, text, pairs)
-        r.label_key = "tags" if _TAG.search(text) and not _LABEL.search(text) else "labels"
-        if _TAG.search(text) and not _LABEL.search(text):
+        r.label_key = "tags" if TAG.search(text) and not LABEL.search(text) else "labels"
+        if TAG.search(text) and not LABEL.search(text):
             r.tags = pairs
         else:
             r.labels = pairs
@@ -199,9 +199,9 @@ def _label_mode(r: Reading, text: str, pairs: dict[str, str]) -> None:
 
 
 def _refusal(r: Reading, text: str) -> Refusal | None:
-    if _STRAY.fullmatch(text):
+    if STRAY.fullmatch(text):
         return "stray_answer"
-    if _APPROVE.search(text) or _BYPASS.search(text):
+    if APPROVE.search(text) or BYPASS.search(text):
         return "approve"
     words = set(re.findall(r"[a-z0-9][-a-z0-9_.]*", text))
     new_cluster = re.search(
@@ -209,15 +209,15 @@ def _refusal(r: Reading, text: str) -> Refusal | None:
         r"(?:new\s+|another\s+|second\s+|fresh\s+)?(?:dks\s+|k8s\s+|kubernetes\s+)?cluster\b|\bnew\s+cluster\b",
         text,
     )
-    if new_cluster and not _POOLS.search(text):
+    if new_cluster and not POOLS.search(text):
         return "new_cluster"
-    if _DESTROY.search(text):
+    if DESTROY.search(text):
         every = re.search(r"\b(?:every|each)\s+(?:node\s*)?pools?\b", text)
         if (words & {"everything", "all", "clusters", "anything"} or every) and not (
-            _LABEL.search(text) or _TAG.search(text)
+            LABEL.search(text) or TAG.search(text)
         ):
             return "everything"
         target = r.pools or r.pool_typed or r.node
-        if not target and (re.search(r"\bcluster\b", text) or (_CLUSTER_KILL.search(text) and r.clusters)):
+        if not target and (re.search(r"\bcluster\b", text) or (CLUSTER_KILL.search(text) and r.clusters)):
             return "cluster_delete"
     return None
