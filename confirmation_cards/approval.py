@@ -34,6 +34,7 @@ from confirmation_cards.answers import explain, proves_nothing_changed
 from confirmation_cards.door import DoorApi
 from confirmation_cards.errors import CardNotFound
 from confirmation_cards.models import AuditKind, Card, CardResult, CardStatus, request_digest
+from confirmation_cards.owners import FixedDoor, NoCredential, NoDoor, Owners, current_door
 from confirmation_cards.planner import utc_now
 from confirmation_cards.plans import PLAN_STEP_TIMEOUT, PlanRunner, Progress
 from confirmation_cards.roles import RoleMemory
@@ -72,6 +73,10 @@ class ApprovalService:
     """Decides cards held in ``store``; ``clock`` is the time expiry and leases are measured against.
 
     ``sleep`` waits Door's time while settling an unclear answer; ``roles`` remembers Door's 403s.
+    ``owners`` finds the Door credential of each card's owner (DESIGN.md property 13): with it, every
+    request of a card, a plan's steps and a stopped server's cards alike, goes as the card's owner,
+    whatever client the approving channel passes; without it (a library caller that owns every card
+    it approves), the ``door`` given to ``approve`` runs the card.
     """
 
     def __init__(
@@ -83,8 +88,10 @@ class ApprovalService:
         roles: RoleMemory | None = None,
         settle_window: float = SETTLE_WINDOW,
         step_timeout: float = PLAN_STEP_TIMEOUT,
+        owners: Owners | None = None,
     ) -> None:
         self._store = store
+        self.owners = owners
         self._clock = clock
         self._sleep = sleep
         self.roles = roles if roles is not None else RoleMemory()
@@ -119,31 +126,47 @@ class ApprovalService:
         card_id: str,
         *,
         approver: str,
-        door: DoorApi,
+        door: DoorApi | None = None,
         principal: str | None = None,
         progress: Progress | None = None,
     ) -> Card:
-        """Execute the card's request once, through ``door``, if it is still pending, live and current.
+        """Execute the card's request once, as its owner, if it is still pending, live and current.
 
-        A plan card runs all its steps (``PlanRunner``), reporting each to ``progress``.
+        The request goes through the owner's client from ``owners`` (``door`` only when the service
+        has none); the fingerprint of that credential is recorded, and a plan's later steps go only
+        with the same one. A plan card runs all its steps (``PlanRunner``), reporting each to ``progress``.
 
-        A card that is not pending comes back unchanged, so a replay executes nothing. Raises
-        ``CardNotFound`` for an unknown id or another principal's card; never raises for what Door answers.
+        A card that is not pending comes back unchanged, so a replay executes nothing; one whose owner
+        has no usable credential is ``failed`` with nothing sent. Raises ``CardNotFound`` for an
+        unknown id or another principal's card; never raises for what Door answers.
         """
-        await self._require(card_id, principal)
+        pending = await self._require(card_id, principal)
+        owners = self._owners(door)
+        missing: NoCredential | None = None
+        credential: str | None = None
+        try:
+            credential = (await owners.door_for(pending)).fingerprint
+        except NoCredential as error:
+            missing = error
         now = self._clock()
         claimed = await self._store.claim(
             card_id,
             executor=self.executor,
             until=now + LEASE,
             entry=AuditEntry("approved", now, by=approver),
-            update={"approved_by": approver, "approved_at": now},
+            update={"approved_by": approver, "approved_at": now, "credential": credential},
             live_at=now,
         )
         if claimed is None:
             # Someone else consumed it, it was decided already, or it expired: never execute.
             return await self.get(card_id)
         card = claimed
+        if missing is not None:
+            result = CardResult(
+                message=f"Nothing was sent to Door: a card runs only with its owner's own Door credential, and "
+                f"{missing.why}. Connect it and plan the change again."
+            )
+            return await self._finish(card, CardStatus.FAILED, result)
         self._executing.add(card.id)
         done: Card | None = None
         try:
@@ -151,9 +174,9 @@ class ApprovalService:
                 group.start_soon(self._keep_lease, card.id)
                 try:
                     if card.steps:
-                        done = await self.plans.run(card, door, progress)
+                        done = await self.plans.run(card, owners, progress)
                     else:
-                        done = await self._execute(card, door)
+                        done = await self._execute(card, owners)
                 finally:
                     group.cancel_scope.cancel()
         except BaseException as error:
@@ -183,6 +206,11 @@ class ApprovalService:
             live_at=now,
         )
         return moved if moved is not None else await self.get(card.id)
+
+    def _owners(self, door: DoorApi | None) -> Owners:
+        if self.owners is not None:
+            return self.owners
+        return FixedDoor(door) if door is not None else NoDoor("no Door client was given to act for its owner")
 
     async def stop_plan(self, card_id: str, *, by: str, principal: str | None = None) -> Card:
         """Ask a running plan to stop before its next step (nothing in Door changes); a pending plan is declined."""
@@ -223,13 +251,16 @@ class ApprovalService:
             if lease.card_id not in self._executing and not self._alive(lease, now)
         ]
 
-    async def settle_orphans(self, door: DoorApi | None) -> list[Card]:
-        """Take over and settle every orphaned executing card; ``door`` reads Door back (None: cannot).
+    async def settle_orphans(self, door: DoorApi | None = None) -> list[Card]:
+        """Take over and settle every orphaned executing card, each as its owner (``owners``; ``door``
+        only when the service has none).
 
         A card whose request never left is ``failed`` (nothing was sent); one whose request may
         have left is ``executed`` when reading Door back shows the change, else ``outcome_unknown``.
-        Nothing is re-sent without a person.
+        A plan continues from its recorded step with its owner's credential, or stops before its
+        next step saying which steps ran. Nothing is re-sent without a person's approval.
         """
+        owners = self._owners(door)
         settled: list[Card] = []
         for lease in await self.orphans():
             now = self._clock()
@@ -243,15 +274,15 @@ class ApprovalService:
                 continue
             self._executing.add(card.id)
             try:
-                if card.steps and door is not None:
-                    settled.append(await self.plans.run(card, door))  # continued from its recorded step
+                if card.steps:
+                    settled.append(await self.plans.run(card, owners))  # continued from its recorded step
                     continue
-                settled.append(await self._settle_orphan(card, lease, door))
+                settled.append(await self._settle_orphan(card, lease, owners))
             finally:
                 self._executing.discard(card.id)
         return settled
 
-    async def _settle_orphan(self, card: Card, lease: Lease, door: DoorApi | None) -> Card:
+    async def _settle_orphan(self, card: Card, lease: Lease, owners: Owners) -> Card:
         if not lease.sending:
             return await self._finish(
                 card,
@@ -261,10 +292,11 @@ class ApprovalService:
                     "was changed. Plan the change again if it is still wanted."
                 ),
             )
-        if door is None:
-            return await self._finish(
-                card, CardStatus.OUTCOME_UNKNOWN, self._unknown(card, "the server approving it stopped")
-            )
+        try:
+            door = await current_door(owners, card)
+        except NoCredential as missing:
+            why = f"the server approving it stopped, and Door was not read back since {missing.why}"
+            return await self._finish(card, CardStatus.OUTCOME_UNKNOWN, self._unknown(card, why))
         return await self._settle(
             card,
             door,
@@ -294,7 +326,7 @@ class ApprovalService:
 
     # --- execution -----------------------------------------------------------------------------
 
-    async def _execute(self, card: Card, door: DoorApi) -> Card:
+    async def _execute(self, card: Card, owners: Owners) -> Card:
         # Property 2: the stored request must still be the one that was shown, and the call made
         # from the card's cluster and target must be the one its digest covers.
         sent = request_line(card.action, card.cluster_id, card.target)
@@ -304,6 +336,11 @@ class ApprovalService:
                 CardStatus.FAILED,
                 CardResult(message="The card's request does not match its digest; nothing was sent. Plan it again."),
             )
+        try:
+            door = await current_door(owners, card)
+        except NoCredential as missing:
+            message = f"Nothing was sent to Door: a card runs only with its owner's own Door credential, and {missing.why}."
+            return await self._finish(card, CardStatus.FAILED, CardResult(message=message))
         try:
             now_snapshot = await read_target(
                 door, card.action, card.cluster_id, card.target, planned=card.target_snapshot

@@ -137,6 +137,16 @@ class PlanStep(_Own):
     note: str = ""
 
 
+class CardOwner(_Own):
+    """The person a card belongs to under OAuth: the issuer and ``sub`` their Door token is kept under.
+
+    Whoever carries the card on (this server, a restarted one, another replica) looks their own Door
+    credential up by it (DESIGN.md property 13). Neither is a secret."""
+
+    issuer: str
+    subject: str
+
+
 class Card(_Own):
     """One planned mutation awaiting a human decision. Never holds a token.
 
@@ -180,6 +190,14 @@ class Card(_Own):
     price_peak: float | None = None
     capacity_peak: Capacity | None = None
     stop_requested_by: str | None = None
+    owner: CardOwner | None = Field(
+        default=None, description="Under OAuth, the person whose stored Door token runs the card; else None."
+    )
+    credential: str | None = Field(
+        default=None,
+        description="Fingerprint of the Door token the card was approved to run with: a later step that finds "
+        "another token (replaced, or disconnected and connected again) stops before its request.",
+    )
 
 
 class AuditEvent(_Own):

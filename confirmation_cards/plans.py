@@ -13,10 +13,22 @@ is removed, and every pool a step made must be as that step made it; otherwise t
 removing anything and says why. A ``wait`` step has a deadline of Door's time (the setting
 ``MAYA_PLAN_STEP_TIMEOUT_SECONDS``); at the deadline the plan stops and the old pool stays.
 
-Statuses of a plan card: ``executed`` (every step done), ``failed`` (step 1 refused: nothing
-changed), ``stale`` (the old pool changed before step 1: nothing changed), ``stopped`` (stopped
-between steps; the result says which pools exist now and what to do next), ``outcome_unknown``
-(a step's answer was unclear and reading Door back did not settle it).
+Every request goes with the owner's own Door credential (DESIGN.md property 13), read again before
+every step and every poll of a wait (``confirmation_cards.owners``): a credential that is gone
+(disconnected on ``/connect``, never stored, not held by a restarted server) or replaced since the
+approval stops the plan before its next request, and the result says so. ``DOOR_TOKEN`` never acts for
+a person. A step that adds the old name back (``keep_name``) is sent only once the old pool has left
+Door's list (R-DEL-02), not while it is still ``deleting``.
+
+Outcomes come from what is known: a plan that stops (asked to, its owner's credential gone, Door not
+as expected, or an unexpected error) says which steps ran, from their records, and, where Door can be
+read, what Door holds now. "Nothing was changed" only when no step's request can have reached Door.
+
+Statuses of a plan card: ``executed`` (every step done), ``failed`` (nothing was sent, or step 1
+refused: nothing changed), ``stale`` (the old pool changed before step 1: nothing changed),
+``stopped`` (stopped between steps; the result says which steps ran, which pools exist now and what
+to do next), ``outcome_unknown`` (a step's request may have reached Door and neither its answer nor
+reading Door back settled it).
 """
 
 from __future__ import annotations
@@ -27,10 +39,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from backend_client.errors import DoorError
-from backend_client.models import Cluster, NodePool, PublicNodePoolCreateRequest
+from backend_client.models import Cluster, PublicNodePoolCreateRequest
 from confirmation_cards.answers import explain, proves_nothing_changed
 from confirmation_cards.door import DoorApi
 from confirmation_cards.models import Card, CardResult, CardStatus, PlanStep, StepStatus, plan_digest, step_digest
+from confirmation_cards.owners import NoCredential, Owners, current_door
+from confirmation_cards.plan_words import differs, next_move, ran, untouched, what_exists
 from confirmation_cards.stores import AuditEntry, CardStore
 from confirmation_cards.targets import describe_changes, fingerprint, pool_snapshot
 
@@ -92,9 +106,10 @@ class PlanRunner:
         """Seconds (Door's time) a step found ``sending`` is read back before it is sent again."""
         self.poll = PLAN_POLL
 
-    async def run(self, card: Card, door: DoorApi, progress: Progress | None = None) -> Card:
-        """Carry ``card``'s steps out from the first one not done; returns the card in its final state
-        (or as it is, when another server took it over)."""
+    async def run(self, card: Card, owners: Owners, progress: Progress | None = None) -> Card:
+        """Carry ``card``'s steps out from the first one not done, each with the Door client ``owners``
+        gives for the card's owner at that moment; returns the card in its final state (or as it is,
+        when another server took it over)."""
         report = progress or _nothing
         if plan_digest(card.steps) != card.body_digest or any(not _intact(s) for s in card.steps):
             result = CardResult(message="The plan's steps do not match its digest; nothing was sent. Plan it again.")
@@ -108,15 +123,19 @@ class PlanRunner:
             step = card.steps[position]
             if step.status is StepStatus.DONE:
                 continue
+            door: DoorApi | None = None
             try:
                 if card.stop_requested_by is not None:
                     raise Stop(f"{card.stop_requested_by} asked to stop the plan")
+                door = await self._door(card, owners)
                 cluster = await door.get_cluster(card.cluster_id)
                 self._check(card, step, cluster)
                 await report(position, total, f"step {step.index} of {len(card.steps)}: {step.title}")
                 if step.kind == "wait":
-                    card = await self._wait(card, step, door, report, position, total)
+                    card = await self._wait(card, step, owners, door, report, position, total)
                 else:
+                    if _returns(card, step) and step.status is not StepStatus.SENDING:
+                        card, door, cluster = await self._until_gone(card, step, owners, door, cluster, report, position)
                     card = await self._call(card, step, door, cluster)
             except _Lost:
                 return await self._store.get(card.id) or card
@@ -124,13 +143,37 @@ class PlanRunner:
                 return await self._stop(card, door, stop)
             except DoorError as error:  # a read failed; nothing of this step was sent
                 return await self._stop(card, door, Stop(f"Door could not be read before step {step.index} ({error})"))
+            except Exception as error:
+                # A bug, or an answer nothing here expected: the plan stops and says what is known, rather
+                # than being left for the sweep to run into the same error again.
+                log.exception("plan %s: unexpected error in step %s", card.id, step.index)
+                why = f"an unexpected error ({type(error).__name__}) in step {step.index} ({step.title})"
+                return await self._stop(card, door, Stop(why))
             if card.status is not CardStatus.EXECUTING:
                 return card
         await report(total, total, "every step is done")
-        said = await self._what_exists(card, door)
+        said = await what_exists(card, await self._door_or_none(card, owners))
         return await self._finish(
             card, CardStatus.EXECUTED, CardResult(status_code=202, message=f"Every step is done. {said}")
         )
+
+    async def _door(self, card: Card, owners: Owners) -> DoorApi:
+        """The owner's Door client for the next request; ``Stop`` (``failed`` when nothing ran) when there is none."""
+        try:
+            return await current_door(owners, card)
+        except NoCredential as missing:
+            nothing_ran = all(s.status is StepStatus.PENDING for s in card.steps)
+            raise Stop(
+                f"the plan goes on only with its owner's own Door credential, and {missing.why}",
+                CardStatus.FAILED if nothing_ran else CardStatus.STOPPED,
+            ) from missing
+
+    @staticmethod
+    async def _door_or_none(card: Card, owners: Owners) -> DoorApi | None:
+        try:
+            return await current_door(owners, card)
+        except NoCredential:
+            return None
 
     # --- checks before a step ------------------------------------------------------------------
 
@@ -151,10 +194,11 @@ class PlanRunner:
         for made in self._made(card):
             if made.pool == removing:
                 continue
-            problem = _differs(cluster.pool(made.pool), made)
+            problem = differs(cluster.pool(made.pool), made)
             if problem is not None:
                 raise Stop(f"pool {made.pool} is not what step {made.index} made: {problem}")
-        if step.kind == "add" and step.status is StepStatus.PENDING and cluster.pool(step.pool) is not None:
+        waiting = step.status in (StepStatus.PENDING, StepStatus.WAITING)
+        if step.kind == "add" and waiting and cluster.pool(step.pool) is not None:
             status = CardStatus.STALE if changed_nothing else CardStatus.STOPPED
             raise Stop(f"a pool named {step.pool} exists now, so step {step.index} cannot add it", status)
 
@@ -220,16 +264,23 @@ class PlanRunner:
             if attempt < SETTLE_READS - 1:
                 await self._sleep(self.poll)
         card = await self._mark(card, step, StepStatus.OUTCOME_UNKNOWN, note=why[:300])
-        said = await self._what_exists(card, door)
+        said = await what_exists(card, door)
         result = CardResult(
             message=f"Outcome unknown at step {step.index} ({step.title}): {why[:300]}, and reading Door back did "
             f"not show it. It may still happen, at most once (its Idempotency-Key is {step_key(card.id, step)}). "
-            f"The plan goes no further. {said}{_untouched(card)}"
+            f"The plan goes no further. {ran(card)} {said}{untouched(card)}"
         )
         return await self._finish(card, CardStatus.OUTCOME_UNKNOWN, result)
 
     async def _wait(
-        self, card: Card, step: PlanStep, door: DoorApi, report: Progress, position: int, total: float
+        self,
+        card: Card,
+        step: PlanStep,
+        owners: Owners,
+        door: DoorApi,
+        report: Progress,
+        position: int,
+        total: float,
     ) -> Card:
         started = step.started_at or self._clock()
         if step.status is not StepStatus.WAITING:
@@ -266,13 +317,60 @@ class PlanRunner:
                     f"pool {step.pool} did not reach Running within {self.step_timeout:.0f} s of Door's time "
                     f"({running} of {want} workers Running)"
                 )
-            fresh = await self._store.get(card.id)
-            if fresh is None or fresh.status is not CardStatus.EXECUTING:
-                return fresh if fresh is not None else card
-            if fresh.stop_requested_by is not None:
-                raise Stop(f"{fresh.stop_requested_by} asked to stop the plan")
-            await self._renew(card.id)
-            await self._sleep(self.poll)
+            card = await self._between_polls(card)
+            door = await self._door(card, owners)  # every poll goes as the owner, or not at all
+
+    async def _until_gone(
+        self,
+        card: Card,
+        step: PlanStep,
+        owners: Owners,
+        door: DoorApi,
+        cluster: Cluster,
+        report: Progress,
+        position: int,
+    ) -> tuple[Card, DoorApi, Cluster]:
+        """Before adding the old name back: wait until the old pool has left Door's list (R-DEL-02).
+
+        The step is ``waiting`` meanwhile (its start recorded, so a server continuing the plan keeps
+        its deadline); every poll goes as the owner and checks Door as before any step."""
+        started = step.started_at or self._clock()
+        if step.status is not StepStatus.WAITING:
+            card = await self._mark(card, step, StepStatus.WAITING, started_at=started)
+        deadline = started + timedelta(seconds=self.step_timeout)
+        said = ""
+        while True:
+            left = [p for p in cluster.node_pools if p.name == step.pool]
+            if not left:
+                return card, door, cluster
+            now_said = (
+                f"step {step.index} of {len(card.steps)}: the old pool {step.pool} is still {left[0].lifecycle} "
+                "on Door (its workers drain); its name is added back once it is gone"
+            )
+            if now_said != said:
+                said = now_said
+                await report(position, float(len(card.steps)), said)
+            if self._clock() >= deadline:
+                raise Stop(
+                    f"the old pool {step.pool} was still on Door's list ({left[0].lifecycle}) "
+                    f"{self.step_timeout:.0f} s of Door's time after step {step.index} began, so its name was not added back"
+                )
+            card = await self._between_polls(card)
+            door = await self._door(card, owners)
+            cluster = await door.get_cluster(card.cluster_id)
+            self._check(card, step, cluster)
+
+    async def _between_polls(self, card: Card) -> Card:
+        """The card as stored, after renewing the lease and waiting one poll; ``_Lost`` or ``Stop`` when
+        the plan is no longer this server's to go on with, or someone asked it to stop."""
+        fresh = await self._store.get(card.id)
+        if fresh is None or fresh.status is not CardStatus.EXECUTING:
+            raise _Lost(card.id)
+        if fresh.stop_requested_by is not None:
+            raise Stop(f"{fresh.stop_requested_by} asked to stop the plan")
+        await self._renew(card.id)
+        await self._sleep(self.poll)
+        return fresh
 
     async def _done(
         self, card: Card, step: PlanStep, door: DoorApi, note: str, *, operation_id: str | None = None
@@ -316,17 +414,24 @@ class PlanRunner:
             raise _Lost(card.id)
         return moved
 
-    async def _stop(self, card: Card, door: DoorApi, stop: Stop) -> Card:
-        """End the plan before its next step: what was done stays, nothing further is sent."""
+    async def _stop(self, card: Card, door: DoorApi | None, stop: Stop) -> Card:
+        """End the plan before its next step: what was done stays, nothing further is sent.
+
+        The result says which steps ran (from their records) and what Door holds now, read as the
+        owner (``door``; None when the owner's credential is gone: then it says what to check). A step
+        whose request may have left and was not read back makes the plan ``outcome_unknown``; "nothing
+        was changed" is said only when no step's request was sent."""
         fresh = await self._store.get(card.id)
         if fresh is None or fresh.status is not CardStatus.EXECUTING:
             return fresh if fresh is not None else card
         card = fresh
+        in_doubt = [s for s in card.steps if s.status is StepStatus.SENDING]
+        # A failed step is one Door refused (a 4xx rule answer proves it changed nothing).
+        nothing_sent = all(s.status in (StepStatus.PENDING, StepStatus.WAITING, StepStatus.FAILED) for s in card.steps)
+        ended = {StepStatus.PENDING: StepStatus.SKIPPED, StepStatus.WAITING: StepStatus.SKIPPED}
+        ended[StepStatus.SENDING] = StepStatus.OUTCOME_UNKNOWN
         steps = tuple(
-            s.model_copy(update={"status": StepStatus.SKIPPED})
-            if s.status in (StepStatus.PENDING, StepStatus.WAITING)
-            else s
-            for s in card.steps
+            s.model_copy(update={"status": ended[s.status]}) if s.status in ended else s for s in card.steps
         )
         moved = await self._store.advance(
             card.id,
@@ -335,29 +440,21 @@ class PlanRunner:
             entry=AuditEntry("stopped", self._clock(), by=self._executor, detail=stop.why[:500]),
         )
         card = moved or card
-        said = await self._what_exists(card, door)
-        if stop.status is CardStatus.STALE:
+        said = await what_exists(card, door)
+        if in_doubt:
+            step = in_doubt[0]
+            message = (
+                f"Outcome unknown: {stop.why}. Step {step.index}'s request ({step.title}) may have reached Door and "
+                f"was not read back: it may still happen, at most once (its Idempotency-Key is "
+                f"{step_key(card.id, step)}). {ran(card)} {said}{untouched(card)}"
+            )
+            return await self._finish(card, CardStatus.OUTCOME_UNKNOWN, CardResult(message=message))
+        if nothing_sent and stop.status in (CardStatus.STALE, CardStatus.FAILED):
             message = f"Nothing was changed: {stop.why}. {said} Plan the change again against the current state."
-        else:
-            message = f"Stopped: {stop.why}. No further step was sent. {said} {_next(card)}"
-        return await self._finish(card, stop.status, CardResult(message=message))
-
-    async def _what_exists(self, card: Card, door: DoorApi) -> str:
-        """Which of the plan's pools exist on Door now, in which tier, with how many workers."""
-        names = list(dict.fromkeys([card.target, *(s.pool for s in card.steps)]))
-        try:
-            cluster = await door.get_cluster(card.cluster_id)
-        except DoorError:
-            return "Door could not be read to say which pools exist now: check get_cluster."
-        said = []
-        for name in names:
-            pool = next((p for p in cluster.node_pools if p.name == name and p.lifecycle == "active"), None)
-            gone = next((p for p in cluster.node_pools if p.name == name), None)
-            if pool is not None:
-                said.append(f"pool {name} in {pool.size} with {pool.count} worker{'s' if pool.count != 1 else ''}")
-            elif gone is not None:
-                said.append(f"pool {name} is deleting (its workers drain)")
-        return ("On Door now: " + "; ".join(said) + ".") if said else "None of the plan's pools exists on Door now."
+            return await self._finish(card, stop.status, CardResult(message=message))
+        status = CardStatus.STOPPED if stop.status is CardStatus.FAILED else stop.status
+        message = f"Stopped: {stop.why}. No further step was sent. {ran(card)} {said} {next_move(card)}"
+        return await self._finish(card, status, CardResult(message=message))
 
 
 class _Lost(Stop):
@@ -367,53 +464,20 @@ class _Lost(Stop):
         super().__init__(f"card {card_id} is continued by another server")
 
 
-def _untouched(card: Card) -> str:
-    removed = any(
-        s.kind == "remove" and s.pool == card.target and s.status is not StepStatus.PENDING for s in card.steps
-    )
-    return "" if removed else f" Pool {card.target} is untouched."
-
-
 def _count(step: PlanStep) -> int:
     count = step.body.get("count", 1)
     return count if isinstance(count, int) else 1
 
 
+def _returns(card: Card, step: PlanStep) -> bool:
+    """Whether ``step`` adds back a name an earlier step of the plan removes (``keep_name``'s step 4)."""
+    return step.kind == "add" and any(
+        s.kind == "remove" and s.pool == step.pool and s.index < step.index for s in card.steps
+    )
+
+
 def _intact(step: PlanStep) -> bool:
     return step_digest(step.method, step.path, step.body, step.index) == step.digest
-
-
-def _next(card: Card) -> str:
-    """What to do after a stop: remove what the plan added, or ask again."""
-    added = [s.pool for s in card.steps if s.kind == "add" and s.status is StepStatus.DONE and s.pool != card.target]
-    old_removed = any(s.kind == "remove" and s.pool == card.target and s.status is StepStatus.DONE for s in card.steps)
-    if added and not old_removed:
-        return (
-            f"Next: remove the new pool {', '.join(added)} (remove_node_pool) to go back, or ask for "
-            f"change_pool_tier again; pool {card.target} is untouched."
-        )
-    if added:
-        return f"Next: pool {card.target} is removed; {', '.join(added)} carries its workloads. Ask again to finish."
-    return f"Next: ask for change_pool_tier again when ready; pool {card.target} is untouched."
-
-
-def _differs(pool: NodePool | None, made: PlanStep) -> str | None:
-    """How the pool on Door differs from what its add step asked for, or None."""
-    if pool is None:
-        return "it no longer exists"
-    body = made.body
-    want = {
-        "size": body.get("size"),
-        "count": body.get("count", 1),
-        "auto_scale": body.get("auto_scale", False),
-        "labels": body.get("labels", {}),
-        "tags": body.get("tags", {}),
-    }
-    if want["auto_scale"]:
-        want |= {"min_nodes": body.get("min_nodes"), "max_nodes": body.get("max_nodes")}
-    have = pool.model_dump(mode="json")
-    said = [f"{k} is {have.get(k)!r}, not {v!r}" for k, v in want.items() if have.get(k) != v]
-    return "; ".join(said) or None
 
 
 def _applied(step: PlanStep, cluster: Cluster) -> bool:

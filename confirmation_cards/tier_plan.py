@@ -3,7 +3,9 @@
 A pool's tier never changes in place (R-PATCH-01, R-PATCH-10): the move is a plan of steps, approved
 once. 1 add the new pool (the old one's count, bounds, labels and tags) · 2 wait until its operation
 is done and every worker Running · 3 remove the old pool. With ``keep_name`` three more bring the old
-name back: 4 add ``<pool>`` in the new tier (a deleting pool does not block its name, R-ADD-02) ·
+name back: 4 add ``<pool>`` in the new tier, sent only once the old pool has left Door's list (R-DEL-02;
+the reference backend would take it while the old one is deleting, R-ADD-02's decision, but a Door
+that counts a deleting pool as alive would answer 409) ·
 5 wait · 6 remove the temporary pool. Like every planner it reads only, and refuses up front what
 Door would refuse at step 1 (no card).
 """
@@ -53,9 +55,21 @@ def derive_name(pool: str, size: str, taken: set[str]) -> str:
     raise AssertionError("unreachable: 99 numbered names cannot all be taken")
 
 
-def _step(index: int, kind: StepKind, pool: str, cluster_id: str, body: dict[str, Any] | None = None) -> PlanStep:
+def _step(
+    index: int,
+    kind: StepKind,
+    pool: str,
+    cluster_id: str,
+    body: dict[str, Any] | None = None,
+    *,
+    once_gone: bool = False,
+) -> PlanStep:
+    takes = TAKES[kind]
     if kind == "add":
         method, path, title = "POST", paths.public(paths.pools(cluster_id)), f"Add pool {pool}"
+        if once_gone:  # R-DEL-02: sent only once the old pool has left Door's list (``PlanRunner``)
+            title = f"Add pool {pool} again, in the new tier, once the old {pool} is gone from Door's list"
+            takes = f"the old pool's drain first (about 30 s a worker on the reference backend), then {takes}"
     elif kind == "wait":
         method, path = "GET", paths.public(paths.nodes(cluster_id, pool))
         title = f"Wait until pool {pool} is done and every worker Running"
@@ -71,7 +85,7 @@ def _step(index: int, kind: StepKind, pool: str, cluster_id: str, body: dict[str
         body=sent,
         digest=step_digest(method, path, sent, index),
         title=title,
-        takes=TAKES[kind],
+        takes=takes,
     )
 
 
@@ -122,7 +136,7 @@ async def plan_tier_change(
     if keep_name:
         back = _copy(current, pool, size)
         steps += [
-            _step(4, "add", pool, found.id, back.body()),
+            _step(4, "add", pool, found.id, back.body(), once_gone=True),
             _step(5, "wait", pool, found.id),
             _step(6, "remove", temporary, found.id),
         ]

@@ -22,7 +22,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from backend_client import DoorClient
 from backend_client.tls import verifying_tls
 from confirmation_cards import ApprovalService, Card, CardStore, Planner, RoleMemory, token_fingerprint
+from confirmation_cards.models import CardOwner
 from confirmation_cards.stores import is_postgres, open_store
+from maya_tools.owner_doors import RuntimeOwners
 from maya_tools.settings import Settings
 
 if TYPE_CHECKING:
@@ -85,6 +87,12 @@ class Runtime:
     """With OAuth over HTTP: the browser sign-in that guards ``/connect`` (and the approval page)."""
     connect_requests: ConnectRequests | None = None
     """With OAuth over HTTP: the ``/connect?for=`` links a URL elicitation sends."""
+    owners: RuntimeOwners = field(init=False)
+    """Whose Door credential runs each card (``maya_tools.owner_doors``): the approval service's."""
+
+    def __post_init__(self) -> None:
+        self.owners = RuntimeOwners(self)
+        self.service.owners = self.owners
 
     @property
     def oauth(self) -> bool:
@@ -132,6 +140,7 @@ class Runtime:
             token = bearer_of(headers.get("authorization") or headers.get("Authorization"))
             if token is None:
                 raise ToolError("This request carries no Door token: send `Authorization: Bearer <your Door token>`.")
+            self.owners.saw_caller(token)  # in memory only: the caller's card runs with their own token
             return token
         if self.settings.door_token:
             return self.settings.door_token
@@ -148,14 +157,12 @@ class Runtime:
             self.base_url, token, http_client=self.http, sleep=self.sleep, timeout=self.settings.door_timeout_seconds
         )
 
-    def own_door(self) -> DoorClient | None:
-        """A client with the server's own token (DOOR_TOKEN, or the embedded demo admin): None over
-        HTTP without one. It only reads, to settle cards a stopped server left executing."""
-        if self.settings.door_token:
-            return self.door_with(self.settings.door_token)
-        if self.embedded_token is not None:
-            return self.door_with(self.embedded_token)
-        return None
+    def owner(self, ctx: Context[Any, Any]) -> CardOwner | None:
+        """Under OAuth, the person a card this caller plans belongs to (their Door token runs it); else None."""
+        if not self.oauth:
+            return None
+        person = self.person(ctx)
+        return CardOwner(issuer=person.issuer, subject=person.subject)
 
     def person(self, ctx: Context[Any, Any]) -> Principal:
         """With OAuth, the verified person of this request (issuer + ``sub``, from the access token)."""
@@ -356,7 +363,8 @@ async def _sweep(runtime: Runtime) -> None:
     while True:
         try:
             await runtime.service.expire_due()
-            for card in await runtime.service.settle_orphans(runtime.own_door()):
+            # Each card as its owner (``maya_tools.owner_doors``), never with the server's own DOOR_TOKEN.
+            for card in await runtime.service.settle_orphans():
                 logger.warning(
                     "Card %s was left executing by a stopped server; settled as %s.", card.id, card.status.value
                 )

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from confirmation_cards import Action, Card, CardNotFound, CardStatus, Planner, lifecycle
 from confirmation_cards.actions import ACTIONS
 from confirmation_cards.form import FORM_MAX, form_message
-from confirmation_cards.models import card_digest_schema, strip_titles
+from confirmation_cards.models import CardOwner, card_digest_schema, strip_titles
 from confirmation_cards.render import clean_text, quoted, when
 from maya_tools.channels.app_secret import mint_app_secret
 from maya_tools.channels.connect import answers_connect
@@ -148,7 +148,7 @@ async def card_for(
         if linked is not None and linked.principal == principal and linked.action == action:
             return linked
         with door_errors():
-            planned = await plan(runtime.planner(door, principal))
+            planned = _owned(await plan(runtime.planner(door, principal)), runtime.owner(ctx))
         if later_round:
             earlier = await runtime.store.find_asked(principal, action, planned.body_digest)
             if earlier is not None:
@@ -161,8 +161,13 @@ async def card_for(
         if asked is not None:
             return asked
     with door_errors():
-        planned = await plan(runtime.planner(door, principal))
+        planned = _owned(await plan(runtime.planner(door, principal)), runtime.owner(ctx))
     return await lifecycle.keep_or_store(runtime.store, planned, runtime.now())
+
+
+def _owned(card: Card, owner: CardOwner | None) -> Card:
+    """The planned card with its owner, whose stored Door token runs it under OAuth (DESIGN.md property 13)."""
+    return card if owner is None else card.model_copy(update={"owner": owner})
 
 
 QUESTION_MAX = FORM_MAX

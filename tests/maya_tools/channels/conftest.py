@@ -23,6 +23,7 @@ from starlette.routing import Mount
 from backend_client import DoorClient
 from backend_client.tls import verifying_tls
 from confirmation_cards import Card, lifecycle
+from confirmation_cards.models import CardOwner
 from maya_tools.auth import BrowserSignIn, ConnectPage, ConnectRequests, IssuerKeys, Principal, open_credentials
 from maya_tools.channels.page import ApprovalPages
 from maya_tools.runtime import Runtime, open_runtime
@@ -81,6 +82,8 @@ class Team:
         runtime = self.replicas[on].runtime
         planner = runtime.planner(runtime.door_with(door_token), principal=self.person(owner).key)
         planned = await planner.scale_node_pool("payments-prod", "workers", {"count": count})
+        person = self.person(owner)  # as ``card_for`` does: the owner's stored Door token runs it
+        planned = planned.model_copy(update={"owner": CardOwner(issuer=person.issuer, subject=person.subject)})
         return await lifecycle.keep_or_store(runtime.store, planned, runtime.now())
 
     async def link(self, card: Card, *, on: int = 0) -> str:
