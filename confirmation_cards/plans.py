@@ -123,7 +123,6 @@ class PlanRunner:
             step = card.steps[position]
             if step.status is StepStatus.DONE:
                 continue
-            door: DoorApi | None = None
             try:
                 if card.stop_requested_by is not None:
                     raise Stop(f"{card.stop_requested_by} asked to stop the plan")
@@ -140,17 +139,20 @@ class PlanRunner:
             except _Lost:
                 return await self._store.get(card.id) or card
             except Stop as stop:
-                return await self._stop(card, door, stop)
+                stopped = stop
             except DoorError as error:  # a read failed; nothing of this step was sent
-                return await self._stop(card, door, Stop(f"Door could not be read before step {step.index} ({error})"))
+                stopped = Stop(f"Door could not be read before step {step.index} ({error})")
             except Exception as error:
                 # A bug, or an answer nothing here expected: the plan stops and says what is known, rather
                 # than being left for the sweep to run into the same error again.
                 log.exception("plan %s: unexpected error in step %s", card.id, step.index)
-                why = f"an unexpected error ({type(error).__name__}) in step {step.index} ({step.title})"
-                return await self._stop(card, door, Stop(why))
-            if card.status is not CardStatus.EXECUTING:
-                return card
+                stopped = Stop(f"an unexpected error ({type(error).__name__}) in step {step.index} ({step.title})")
+            else:
+                if card.status is not CardStatus.EXECUTING:
+                    return card
+                continue
+            # What Door holds now is read as the owner too: with the credential found now, or not at all.
+            return await self._stop(card, await self._door_or_none(card, owners), stopped)
         await report(total, total, "every step is done")
         said = await what_exists(card, await self._door_or_none(card, owners))
         return await self._finish(
@@ -289,6 +291,7 @@ class PlanRunner:
         made = next(s for s in card.steps if s.kind == "add" and s.pool == step.pool and s.index < step.index)
         said = ""
         while True:
+            door = await self._door(card, owners)  # every poll goes as the owner, or not at all
             state = await door.get_cluster_state(card.cluster_id)
             operation = next((op for op in state.operations if op.id == made.operation_id), None)
             if operation is None:
@@ -318,7 +321,6 @@ class PlanRunner:
                     f"({running} of {want} workers Running)"
                 )
             card = await self._between_polls(card)
-            door = await self._door(card, owners)  # every poll goes as the owner, or not at all
 
     async def _until_gone(
         self,
