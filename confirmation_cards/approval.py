@@ -20,31 +20,34 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import socket
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import anyio
 
-from backend_client import rules
 from backend_client.errors import DoorError, DoorStatusError
-from backend_client.models import PublicNodePoolPatchRequest
-from confirmation_cards.actions import ACTIONS, POOL_ACTIONS, request_line
+from confirmation_cards.actions import ACTIONS, request_line
 from confirmation_cards.answers import explain, proves_nothing_changed
 from confirmation_cards.door import DoorApi
 from confirmation_cards.errors import CardNotFound
+from confirmation_cards.leases import HOST, LEASE, executor_alive
 from confirmation_cards.models import AuditKind, Card, CardResult, CardStatus, request_digest
 from confirmation_cards.owners import FixedDoor, NoCredential, NoDoor, Owners, current_door
 from confirmation_cards.planner import utc_now
 from confirmation_cards.plans import PLAN_STEP_TIMEOUT, PlanRunner, Progress
 from confirmation_cards.roles import RoleMemory
 from confirmation_cards.stores import AuditEntry, CardStore, Lease
-from confirmation_cards.targets import describe_changes, fingerprint, new_operation_id, operation_ids, read_target
+from confirmation_cards.targets import (
+    describe_changes,
+    fingerprint,
+    new_operation_id,
+    operation_ids,
+    read_target,
+    shows_change,
+)
 
 log = logging.getLogger("confirmation_cards")
 
-LEASE = timedelta(seconds=30)
-"""An executing card belongs to its executor this long after the last renewal."""
 RENEW_EVERY = 10.0
 """Seconds (real time) between two renewals of a running execution's lease."""
 SETTLE_WINDOW = 30.0
@@ -54,19 +57,7 @@ ORPHAN_SETTLE_WINDOW = 10.0
 SETTLE_POLL = 2.0
 """Seconds (Door's time) between two read-backs while settling."""
 
-HOST = socket.gethostname()
-
 Sleep = Callable[[float], Awaitable[None]]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class ApprovalService:
@@ -248,7 +239,7 @@ class ApprovalService:
         return [
             lease
             for lease in await self._store.leases()
-            if lease.card_id not in self._executing and not self._alive(lease, now)
+            if lease.card_id not in self._executing and not executor_alive(lease, now, mine=self.executor)
         ]
 
     async def settle_orphans(self, door: DoorApi | None = None) -> list[Card]:
@@ -304,20 +295,6 @@ class ApprovalService:
             None,
             window=min(self.settle_window, ORPHAN_SETTLE_WINDOW),
         )
-
-    def _alive(self, lease: Lease, now: datetime) -> bool:
-        """Whether the card's executor may still be running it.
-
-        On this host the process table answers (a live pid is never overtaken, whatever its lease);
-        elsewhere the lease, which the executor renews while its call runs.
-        """
-        if lease.executor is None or lease.executor == self.executor:
-            return False  # from before leases, or ours but no longer running here (filtered above)
-        host, _, rest = lease.executor.partition(":")
-        pid_text = rest.partition(":")[0]
-        if host == HOST and pid_text.isdigit():
-            return _pid_alive(int(pid_text))
-        return lease.until is not None and lease.until > now
 
     async def _keep_lease(self, card_id: str) -> None:
         while True:
@@ -389,7 +366,7 @@ class ApprovalService:
         waited = 0.0
         while True:
             try:
-                applied = await self._applied(card, door, known)
+                applied = await shows_change(card, door, known)
             except DoorError as error:
                 log.info("reading Door back for card %s failed: %s", card.id, type(error).__name__)
                 applied = False
@@ -417,28 +394,6 @@ class ApprovalService:
             f"happen, at most once (the card id is the idempotency key). Check {what} on cluster "
             f"{card.cluster_name} (get_cluster, and get_cluster_operations for a recent "
             f"{ACTIONS[card.action].operation} on {card.target}) before planning it again."
-        )
-
-    async def _applied(self, card: Card, door: DoorApi, known: set[str] | None) -> bool:
-        """Whether Door's state shows the card's change (its pool as requested, or a new operation)."""
-        if card.action in POOL_ACTIONS:
-            cluster = await door.get_cluster(card.cluster_id)
-            pool = cluster.pool(card.target)
-            if card.action == "add_node_pool":
-                return pool is not None and pool.size == card.body.get("size")
-            if card.action == "remove_node_pool":
-                return pool is None
-            if pool is None:
-                return False
-            patch = PublicNodePoolPatchRequest.model_validate(card.body)
-            return rules.merge_patch(pool, patch) == pool
-        state = await door.get_cluster_state(card.cluster_id)
-        kind = ACTIONS[card.action].operation
-        return any(
-            op.kind == kind
-            and op.target == card.target
-            and (op.id not in known if known is not None else op.status == "running")
-            for op in state.operations
         )
 
     @staticmethod

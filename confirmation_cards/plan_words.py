@@ -7,9 +7,8 @@ than happened (DESIGN.md property 11)."""
 from __future__ import annotations
 
 from backend_client.errors import DoorError
-from backend_client.models import NodePool
 from confirmation_cards.door import DoorApi
-from confirmation_cards.models import Card, PlanStep, StepStatus
+from confirmation_cards.models import Card, StepStatus
 
 
 def ran(card: Card) -> str:
@@ -70,22 +69,3 @@ def next_move(card: Card) -> str:
     if added:
         return f"Next: pool {card.target} is removed; {', '.join(added)} carries its workloads. Ask again to finish."
     return f"Next: ask for change_pool_tier again when ready; pool {card.target} is untouched."
-
-
-def differs(pool: NodePool | None, made: PlanStep) -> str | None:
-    """How the pool on Door differs from what its add step asked for, or None."""
-    if pool is None:
-        return "it no longer exists"
-    body = made.body
-    want = {
-        "size": body.get("size"),
-        "count": body.get("count", 1),
-        "auto_scale": body.get("auto_scale", False),
-        "labels": body.get("labels", {}),
-        "tags": body.get("tags", {}),
-    }
-    if want["auto_scale"]:
-        want |= {"min_nodes": body.get("min_nodes"), "max_nodes": body.get("max_nodes")}
-    have = pool.model_dump(mode="json")
-    said = [f"{k} is {have.get(k)!r}, not {v!r}" for k, v in want.items() if have.get(k) != v]
-    return "; ".join(said) or None

@@ -44,9 +44,9 @@ from confirmation_cards.answers import explain, proves_nothing_changed
 from confirmation_cards.door import DoorApi
 from confirmation_cards.models import Card, CardResult, CardStatus, PlanStep, StepStatus, plan_digest, step_digest
 from confirmation_cards.owners import NoCredential, Owners, current_door
-from confirmation_cards.plan_words import differs, next_move, ran, untouched, what_exists
+from confirmation_cards.plan_checks import Stop, applied, check_before, operation_of
+from confirmation_cards.plan_words import next_move, ran, untouched, what_exists
 from confirmation_cards.stores import AuditEntry, CardStore
-from confirmation_cards.targets import describe_changes, fingerprint, pool_snapshot
 
 log = logging.getLogger("confirmation_cards")
 
@@ -65,15 +65,6 @@ Finish = Callable[[Card, CardStatus, CardResult], Awaitable[Card]]
 def step_key(card_id: str, step: PlanStep) -> str:
     """A step's ``Idempotency-Key``: the card id and the step (R-ADD-09; decision: DELETEs too)."""
     return f"{card_id}.{step.index}"
-
-
-class Stop(Exception):
-    """The plan stops before its next step; ``status`` is ``stale`` before any change, else ``stopped``."""
-
-    def __init__(self, why: str, status: CardStatus = CardStatus.STOPPED) -> None:
-        super().__init__(why)
-        self.why = why
-        self.status = status
 
 
 async def _nothing(done: float, total: float, message: str) -> None:
@@ -128,13 +119,15 @@ class PlanRunner:
                     raise Stop(f"{card.stop_requested_by} asked to stop the plan")
                 door = await self._door(card, owners)
                 cluster = await door.get_cluster(card.cluster_id)
-                self._check(card, step, cluster)
+                check_before(card, step, cluster)
                 await report(position, total, f"step {step.index} of {len(card.steps)}: {step.title}")
                 if step.kind == "wait":
                     card = await self._wait(card, step, owners, door, report, position, total)
                 else:
                     if _returns(card, step) and step.status is not StepStatus.SENDING:
-                        card, door, cluster = await self._until_gone(card, step, owners, door, cluster, report, position)
+                        card, door, cluster = await self._until_gone(
+                            card, step, owners, door, cluster, report, position
+                        )
                     card = await self._call(card, step, door, cluster)
             except _Lost:
                 return await self._store.get(card.id) or card
@@ -179,44 +172,6 @@ class PlanRunner:
 
     # --- checks before a step ------------------------------------------------------------------
 
-    def _check(self, card: Card, step: PlanStep, cluster: Cluster) -> None:
-        """Door as the plan expects it before ``step``, else ``Stop`` (stale before any change)."""
-        changed_nothing = all(s.status is StepStatus.PENDING for s in card.steps)
-        old_removed = any(
-            s.kind == "remove" and s.pool == card.target and s.status is StepStatus.DONE for s in card.steps
-        )
-        # A removal that may have left already is settled by reading Door (``_call``), not refused here.
-        removing = step.pool if step.kind == "remove" and step.status is StepStatus.SENDING else None
-        if not old_removed and removing != card.target:
-            now = pool_snapshot(cluster, card.target)
-            if fingerprint(now) != card.target_fingerprint:
-                said = "; ".join(describe_changes(card.target_snapshot, now, target=card.target))
-                status = CardStatus.STALE if changed_nothing else CardStatus.STOPPED
-                raise Stop(f"pool {card.target} changed since the plan was approved ({said})", status)
-        for made in self._made(card):
-            if made.pool == removing:
-                continue
-            problem = differs(cluster.pool(made.pool), made)
-            if problem is not None:
-                raise Stop(f"pool {made.pool} is not what step {made.index} made: {problem}")
-        waiting = step.status in (StepStatus.PENDING, StepStatus.WAITING)
-        if step.kind == "add" and waiting and cluster.pool(step.pool) is not None:
-            status = CardStatus.STALE if changed_nothing else CardStatus.STOPPED
-            raise Stop(f"a pool named {step.pool} exists now, so step {step.index} cannot add it", status)
-
-    @staticmethod
-    def _made(card: Card) -> list[PlanStep]:
-        """The add steps done whose pool no done step has removed since."""
-        made: list[PlanStep] = []
-        for s in card.steps:
-            if s.status is not StepStatus.DONE:
-                continue
-            if s.kind == "add":
-                made.append(s)
-            elif s.kind == "remove":
-                made = [m for m in made if m.pool != s.pool]
-        return made
-
     # --- the steps -----------------------------------------------------------------------------
 
     async def _call(self, card: Card, step: PlanStep, door: DoorApi, cluster: Cluster) -> Card:
@@ -245,7 +200,7 @@ class PlanRunner:
         the server that died may still be in flight at Door (a live replica takes over at once), and
         sent again meanwhile its key would still be in use there, so Door would see the step twice."""
         deadline = self._clock() + timedelta(seconds=self.resume_window)
-        while not _applied(step, cluster):
+        while not applied(step, cluster):
             if self._clock() >= deadline:
                 return False
             await self._renew(card.id)
@@ -259,7 +214,7 @@ class PlanRunner:
     async def _settle(self, card: Card, step: PlanStep, door: DoorApi, why: str) -> Card:
         for attempt in range(SETTLE_READS):
             try:
-                if _applied(step, await door.get_cluster(card.cluster_id)):
+                if applied(step, await door.get_cluster(card.cluster_id)):
                     return await self._done(card, step, door, f"{why}; reading Door back shows it took effect")
             except DoorError as error:
                 log.info("reading Door back for card %s failed: %s", card.id, type(error).__name__)
@@ -360,7 +315,7 @@ class PlanRunner:
             card = await self._between_polls(card)
             door = await self._door(card, owners)
             cluster = await door.get_cluster(card.cluster_id)
-            self._check(card, step, cluster)
+            check_before(card, step, cluster)
 
     async def _between_polls(self, card: Card) -> Card:
         """The card as stored, after renewing the lease and waiting one poll; ``_Lost`` or ``Stop`` when
@@ -378,7 +333,7 @@ class PlanRunner:
         self, card: Card, step: PlanStep, door: DoorApi, note: str, *, operation_id: str | None = None
     ) -> Card:
         if operation_id is None and step.kind != "wait":
-            operation_id = await _operation_of(door, card.cluster_id, step)
+            operation_id = await operation_of(door, card.cluster_id, step)
         return await self._mark(card, step, StepStatus.DONE, note=note, operation_id=operation_id, finished=True)
 
     async def _mark(
@@ -432,9 +387,7 @@ class PlanRunner:
         nothing_sent = all(s.status in (StepStatus.PENDING, StepStatus.WAITING, StepStatus.FAILED) for s in card.steps)
         ended = {StepStatus.PENDING: StepStatus.SKIPPED, StepStatus.WAITING: StepStatus.SKIPPED}
         ended[StepStatus.SENDING] = StepStatus.OUTCOME_UNKNOWN
-        steps = tuple(
-            s.model_copy(update={"status": ended[s.status]}) if s.status in ended else s for s in card.steps
-        )
+        steps = tuple(s.model_copy(update={"status": ended[s.status]}) if s.status in ended else s for s in card.steps)
         moved = await self._store.advance(
             card.id,
             self._executor,
@@ -480,20 +433,3 @@ def _returns(card: Card, step: PlanStep) -> bool:
 
 def _intact(step: PlanStep) -> bool:
     return step_digest(step.method, step.path, step.body, step.index) == step.digest
-
-
-def _applied(step: PlanStep, cluster: Cluster) -> bool:
-    """Whether Door's state shows ``step``'s change (its pool added in its tier, or removed)."""
-    pool = cluster.pool(step.pool)
-    if step.kind == "add":
-        return pool is not None and pool.size == step.body.get("size")
-    return pool is None
-
-
-async def _operation_of(door: DoorApi, cluster_id: str, step: PlanStep) -> str | None:
-    kind = "pool.create" if step.kind == "add" else "pool.delete"
-    try:
-        state = await door.get_cluster_state(cluster_id)
-    except DoorError:
-        return None
-    return next((op.id for op in state.operations if op.kind == kind and op.target == step.pool), None)

@@ -11,8 +11,9 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from backend_client import rules
 from backend_client.errors import DoorError, DoorStatusError
-from backend_client.models import Cluster, ClusterState, Node, NodeList, NodePool
+from backend_client.models import Cluster, ClusterState, Node, NodeList, NodePool, PublicNodePoolPatchRequest
 from confirmation_cards.actions import ACTIONS, POOL_ACTIONS
 from confirmation_cards.door import DoorApi
 from confirmation_cards.models import Action, Card, sha256
@@ -154,3 +155,26 @@ async def new_operation_id(card: Card, door: DoorApi, known: set[str] | None = N
         None,
     )
     return None if operation is None else operation.id
+
+
+async def shows_change(card: Card, door: DoorApi, known: set[str] | None) -> bool:
+    """Whether Door's state shows the card's change (its pool as requested, or a new operation)."""
+    if card.action in POOL_ACTIONS:
+        cluster = await door.get_cluster(card.cluster_id)
+        pool = cluster.pool(card.target)
+        if card.action == "add_node_pool":
+            return pool is not None and pool.size == card.body.get("size")
+        if card.action == "remove_node_pool":
+            return pool is None
+        if pool is None:
+            return False
+        patch = PublicNodePoolPatchRequest.model_validate(card.body)
+        return rules.merge_patch(pool, patch) == pool
+    state = await door.get_cluster_state(card.cluster_id)
+    kind = ACTIONS[card.action].operation
+    return any(
+        op.kind == kind
+        and op.target == card.target
+        and (op.id not in known if known is not None else op.status == "running")
+        for op in state.operations
+    )

@@ -15,13 +15,28 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from backend_client import DoorClient
 from confirmation_cards import Card, token_fingerprint
 from confirmation_cards.owners import NoCredential, OwnerDoor
+from maya_tools.settings import Settings
 
 if TYPE_CHECKING:
-    from maya_tools.runtime import Runtime
+    from maya_tools.auth import DoorCredentials
+
+
+class Server(Protocol):
+    """What of the running server finding a card's owner needs (``maya_tools.runtime.Runtime``)."""
+
+    settings: Settings
+    embedded_token: str | None
+    credentials: DoorCredentials | None
+
+    @property
+    def oauth(self) -> bool: ...
+
+    def door_with(self, token: str) -> DoorClient: ...
 
 logger = logging.getLogger("maya_tools")
 
@@ -32,7 +47,7 @@ CALLERS_KEPT = 10_000
 class RuntimeOwners:
     """``confirmation_cards.owners.Owners`` for one running server."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Server) -> None:
         self._runtime = runtime
         self._callers: OrderedDict[str, str] = OrderedDict()
 

@@ -8,6 +8,7 @@ played by a card whose lease names a dead process and whose step records say whe
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,7 +21,15 @@ from fastapi import FastAPI
 
 from backend_client import DoorClient
 from backend_client.models import PublicNodePoolCreateRequest
-from confirmation_cards import ApprovalService, Card, CardStatus, Planner, SqliteCardStore, token_fingerprint
+from confirmation_cards import (
+    ApprovalService,
+    Card,
+    CardNotFound,
+    CardStatus,
+    Planner,
+    SqliteCardStore,
+    token_fingerprint,
+)
 from confirmation_cards.approval import HOST, LEASE
 from confirmation_cards.models import StepStatus
 from confirmation_cards.owners import NoCredential, OwnerDoor
@@ -213,7 +222,7 @@ async def test_every_step_and_poll_asks_for_the_owner_s_credential_and_goes_with
     polls = [i for i, (method, path, *_) in enumerate(seen) if method == "GET" and path.endswith("/state")]
     sent = [i for i, (method, *_) in enumerate(seen) if method in ("POST", "DELETE")]
     assert len(polls) > 2 and len(sent) == 2
-    for before, at in zip(polls, polls[1:], strict=False):
+    for before, at in itertools.pairwise(polls):
         assert any(method == "ASK" for method, *_ in seen[before:at]), (before, at)
     for at in sent:
         last = max(i for i in [0, *polls] if i < at)
@@ -366,7 +375,10 @@ async def test_an_unexpected_error_mid_plan_stops_it_saying_which_steps_ran_and_
         assert "Step done: 1 (add pool workers-c5-2xlarge" in said
         if where == "in the wait":
             assert done.status is CardStatus.STOPPED
-            assert "On Door now: pool workers in dks.c5.xlarge with 2 workers" in said and f"pool {NEW} in dks.c5.2xlarge" in said
+            assert (
+                "On Door now: pool workers in dks.c5.xlarge with 2 workers" in said
+                and f"pool {NEW} in dks.c5.2xlarge" in said
+            )
         else:  # the DELETE may have left: unknown, with its key
             assert done.status is CardStatus.OUTCOME_UNKNOWN and f"{card.id}.3" in said
 
@@ -403,3 +415,69 @@ async def test_keep_name_adds_the_old_name_back_only_once_the_old_pool_has_left_
     assert done.status is CardStatus.EXECUTED, done.result
     assert listed_at_post and "workers" not in listed_at_post[0], listed_at_post
     assert [key for _, key in mutations(seen)] == [f"{card.id}.{n}" for n in (1, 3, 4, 6)]
+
+
+# --- single use and the owner check, with approvals that truly overlap ------------------------------
+
+
+async def test_fifty_overlapping_approvals_of_one_plan_send_its_first_step_once(
+    app: FastAPI, clock: ManualClock, store: SqliteCardStore, seen: Seen, advancing: Any
+) -> None:
+    """Door answers slowly (every request yields to the other approvals), the credential is read from a
+    database (it yields too), and the wait's sleep yields: the fifty approvals overlap, and Door receives
+    one POST of step 1, counted among every request it received, not only the accepted ones."""
+
+    async def slow(request: httpx2.Request) -> None:
+        for _ in range(25):
+            await anyio.lowlevel.checkpoint()
+
+    class SlowOwner(Owner):
+        async def door_for(self, card: Card) -> OwnerDoor:
+            await anyio.lowlevel.checkpoint()
+            return await super().door_for(card)
+
+    async with DoorClient(BASE_URL, seed.DEMO_ADMIN_TOKEN, transport=Wire(app, seen, slow), sleep=advancing) as door:
+        card = await plan_card(door, clock, store)
+        seen.clear()
+        service = service_of(store, clock, SlowOwner(door), advancing)
+        results: list[Card] = []
+        started = anyio.Event()
+
+        async def approve(n: int) -> None:
+            started.set()
+            results.append(await service.approve(card.id, approver=f"person {n}"))
+
+        async with anyio.create_task_group() as group:
+            for n in range(50):
+                group.start_soon(approve, n)
+
+    assert len(results) == 50
+    assert [(method, key) for method, _, key, _ in seen if method != "GET"] == [
+        ("POST", f"{card.id}.1"),
+        ("DELETE", f"{card.id}.3"),
+    ]
+    assert len({r.approved_by for r in results}) == 1
+    assert [e.event for e in await store.audit(card.id)].count("approved") == 1
+    # They overlapped: some approvals came back while the winner's plan was still executing.
+    assert any(r.status is CardStatus.EXECUTING for r in results)
+
+
+async def test_another_principal_cannot_stop_someone_s_running_plan(
+    door: DoorClient, clock: ManualClock, store: SqliteCardStore, seen: Seen, advancing: Any
+) -> None:
+    card = await plan_card(door, clock, store)
+    service = service_of(store, clock, Owner(door), advancing)
+    refused: list[BaseException] = []
+
+    async def progress(done: float, total: float, message: str) -> None:
+        if "Running" in message and not refused:
+            try:
+                await service.stop_plan(card.id, by="mel", principal=token_fingerprint(seed.DEMO_MEMBER_TOKEN))
+            except CardNotFound as error:
+                refused.append(error)
+
+    done = await service.approve(card.id, approver="ada", principal=OWNER, progress=progress)
+
+    assert refused, "another principal's stop_plan was not refused"
+    assert done.status is CardStatus.EXECUTED and done.stop_requested_by is None
+    assert [method for method, *_ in seen if method != "GET"] == ["POST", "DELETE"]
