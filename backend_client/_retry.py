@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 
 from backend_client._constants import (
     FRESH_POLL_MAX,
@@ -17,6 +16,7 @@ from backend_client._constants import (
     RETRY_JITTER,
     RETRYABLE_STATUSES,
 )
+from backend_client._http_dates import seconds_between
 from backend_client.errors import DoorConnectionError, DoorError, DoorStatusError
 
 REPLAY_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -59,16 +59,6 @@ def retry_delay(attempt: int, retry_after: float | None = None, *, rng: random.R
     return base * (1.0 - RETRY_JITTER * draw)
 
 
-def server_time(date_header: str | None) -> datetime | None:
-    """The server's clock from a ``Date`` header, if it sent a valid one."""
-    if not date_header:
-        return None
-    try:
-        return parsedate_to_datetime(date_header)
-    except (TypeError, ValueError):
-        return None
-
-
 def fresh_poll_delay(next_refresh_at: datetime | None, server_now: datetime | None) -> float:
     """How long to wait before reading a cold or stale node list again.
 
@@ -77,7 +67,8 @@ def fresh_poll_delay(next_refresh_at: datetime | None, server_now: datetime | No
     """
     if next_refresh_at is None or server_now is None:
         return FRESH_POLL_UNKNOWN
-    until = (next_refresh_at - server_now).total_seconds()
+    # Either may have come without a zone (a body's timestamp, a proxy's Date): both are UTC.
+    until = seconds_between(next_refresh_at, server_now)
     if until < -FRESH_POLL_MAX:
         # Long overdue by the Date header: the snapshot's clock is not the one that stamped the
         # answer (a simulated backend behind a real web server), so the header says nothing.

@@ -35,6 +35,7 @@ from backend_client._constants import (
     KEY_IN_FLIGHT_WAIT,
     USER_AGENT,
 )
+from backend_client._http_dates import parse_date_header
 from backend_client._operations import ProgressCallback, follow_operation
 from backend_client._parse import parse, parse_with
 from backend_client._retry import (
@@ -44,7 +45,6 @@ from backend_client._retry import (
     is_retryable,
     replay_safe,
     retry_delay,
-    server_time,
 )
 from backend_client._secret import Secret
 from backend_client._settle import settle
@@ -301,7 +301,7 @@ class DoorClient:
             remaining = fresh_timeout - max(waited, anyio.current_time() - started)
             if remaining <= 0:
                 return response
-            delay = min(fresh_poll_delay(flags[1], server_time(response.headers.get("date"))), remaining)
+            delay = min(fresh_poll_delay(flags[1], parse_date_header(response.headers)), remaining)
             await self._sleep(delay)
             waited += delay
 

@@ -22,7 +22,8 @@
 
 Status errors are made in one place, ``make_status_error()``. Each carries the parsed
 ``application/problem+json`` body (``models.Problem``), the rule id that refused the request, the
-request id (``X-Request-Id`` header, else the body's ``request_id``) and ``Retry-After`` in seconds.
+request id (``X-Request-Id`` header, else the body's ``request_id``) and ``Retry-After`` in seconds
+(read by ``_http_dates``: every RFC 9110 form, and None rather than an error for anything else).
 ``str(error)`` is a sentence a person can act on; no message or repr ever holds the token.
 """
 
@@ -30,15 +31,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Literal
 
 import httpx2
 from pydantic import ValidationError
 
 from backend_client._constants import KEY_IN_FLIGHT_RULES, REQUEST_ID_HEADER
+from backend_client._http_dates import parse_retry_after
 from backend_client.models import Operation, Problem
 from backend_client.rules import FIXES
 
@@ -266,30 +265,6 @@ def status_error_class(status_code: int) -> type[DoorStatusError]:
     if status_code >= 500:
         return ServerError
     return DoorStatusError
-
-
-def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
-    """``Retry-After`` in seconds (delta-seconds or an HTTP date, against ``Date`` when sent), or None."""
-    lowered = {key.lower(): value for key, value in headers.items()}
-    value = lowered.get("retry-after")
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if now is None:
-        date = lowered.get("date")
-        try:
-            now = parsedate_to_datetime(date) if date else datetime.now(UTC)
-        except (TypeError, ValueError):
-            now = datetime.now(UTC)
-    return max(0.0, (when - now).total_seconds())
 
 
 def _problem_from(response: httpx2.Response, redact: tuple[str, ...]) -> Problem:

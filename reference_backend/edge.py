@@ -114,6 +114,8 @@ class RequestMiddleware:
             send = _without_body(send)
         fault = None if path.startswith("/_reference") else backend.faults.pick(scope["method"], path)
         state["fault"] = fault
+        if fault is not None and fault.spec.headers:
+            send = _with_lines(send, fault.spec.headers)
         if fault is not None and fault.spec.status is not None and fault.spec.when == "before":
             if fault.spec.latency_ms:
                 await anyio.sleep(fault.spec.latency_ms / 1000)
@@ -163,6 +165,18 @@ def _logged(send: Send, backend: ReferenceBackend, scope: Scope) -> Send:
         await send(message)
 
     return send_and_log
+
+
+def _with_lines(send: Send, lines: dict[str, str]) -> Send:
+    """``send``, the fault's header lines added after the answer's own (a proxy's, in effect)."""
+    extra = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in lines.items()]
+
+    async def send_with_lines(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return send_with_lines
 
 
 def _without_body(send: Send) -> Send:

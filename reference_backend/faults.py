@@ -3,7 +3,9 @@
 A rule matches ``"METHOD /v1/public/..."`` (a FastAPI path template, as in docs/contracts.md) or
 ``"*"`` (every public route; the admin plane is never faulted, so a rule can always be removed).
 ``count`` limits how many requests it hits (null: until removed); ``probability`` fires it at random
-from its own ``random.Random(seed)``, so a seeded run is reproducible.
+from its own ``random.Random(seed)``, so a seeded run is reproducible. ``headers`` are field lines
+added to the answer it hits, as a proxy in front of Door adds them (a second ``Date``, one without a
+zone); with ``status`` null the answer is otherwise Door's own.
 """
 
 from __future__ import annotations
@@ -11,9 +13,15 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+# RFC 9110 §5.1 field names (tokens) and §5.5 values: visible ASCII, spaces and tabs, no CR or LF.
+HeaderName = Annotated[str, StringConstraints(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")]
+HeaderValue = Annotated[str, StringConstraints(pattern=r"^[\x20-\x7e\t]{0,1000}$")]
+FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "content-type"})
+"""Lines a rule may not add: a second one would make the answer unreadable rather than odd."""
 
 
 class FaultSpec(BaseModel):
@@ -31,6 +39,21 @@ class FaultSpec(BaseModel):
     latency_ms: int = Field(default=0, ge=0, le=600_000, strict=True)
     when: Literal["before", "after"] = "before"
     retry_after: int | None = Field(default=None, ge=0, strict=True)
+    headers: dict[HeaderName, HeaderValue] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="field lines added to the answer, after Door's own (which they never replace)",
+    )
+
+    @field_validator("headers")
+    @classmethod
+    def _not_framing(cls, headers: dict[str, str]) -> dict[str, str]:
+        framing = sorted(name for name in headers if name.lower() in FRAMING_HEADERS)
+        if framing:
+            raise ValueError(
+                f"{', '.join(framing)} cannot be added by a fault rule: it frames the answer; leave it out"
+            )
+        return headers
 
 
 class FaultView(FaultSpec):

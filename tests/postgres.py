@@ -27,6 +27,7 @@ from urllib.parse import quote
 import psycopg
 
 from tests.maya_tools.live import free_port, wait_until
+from tests.reachable import folder_for_another_user
 
 INSTALL = "install Debian's postgresql package (`apt-get install -y postgresql`; .ci/run does it)"
 
@@ -83,7 +84,8 @@ class PostgresServer:
 def start_postgres() -> PostgresServer:
     bindir = binaries()
     user = "postgres" if os.geteuid() == 0 else None
-    root = Path(tempfile.mkdtemp(prefix="maya-pg-"))
+    # The postgres user must reach its data folder: not under a private temporary folder or checkout.
+    root = folder_for_another_user("maya-pg-") if user is not None else Path(tempfile.mkdtemp(prefix="maya-pg-"))
     data = root / "data"
     if user is not None:
         shutil.chown(root, user=user)

@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from tests.docs import (
     suite_command,
     tool_examples,
 )
+from tests.reachable import folder_for_another_user
 
 README_MAX_LINES = 200
 
@@ -159,20 +161,43 @@ def test_the_only_commands_that_install_are_the_test_and_demo_commands() -> None
     assert "pip install -q -e '.[dev]'" in suite_command()
 
 
+@dataclass(frozen=True)
+class Sandbox:
+    """``bin``: a ``PATH`` folder with only what the test script runs before its check; ``script``: a
+    copy of the test script in a checkout-shaped folder (``<folder>/checkout/scripts/test.sh``);
+    ``writable``: a folder any user may write in."""
+
+    bin: Path
+    script: Path
+    writable: Path
+
+
 @contextmanager
-def without_the_system_packages() -> Iterator[Path]:
+def without_the_system_packages() -> Iterator[Sandbox]:
     """A ``PATH`` folder with only what the test script runs before its check (no chromium, openssl,
-    node, npm, apt-get or python3), readable by another user (pytest's own folder is root's only)."""
-    with tempfile.TemporaryDirectory(prefix="maya-path-") as folder:
-        bin_dir = Path(folder) / "bin"
+    node, npm, apt-get or python3) and a copy of the script, both readable by another user: neither
+    pytest's own folder nor the checkout may be (a clone under ``mktemp -d`` or ``/root`` is 0700).
+    The script reads nothing else before it stops (``cd`` to its checkout, then ``command -v``)."""
+    folder = folder_for_another_user("maya-path-")
+    try:
+        bin_dir = folder / "bin"
         bin_dir.mkdir()
         for tool in ("bash", "dirname", "ls"):
             found = shutil.which(tool)
             assert found is not None, tool
             (bin_dir / tool).symlink_to(found)
-        for path in (Path(folder), bin_dir):
+        script = folder / "checkout" / "scripts" / TEST_SCRIPT.name
+        script.parent.mkdir(parents=True)
+        shutil.copyfile(TEST_SCRIPT, script)
+        for path in (bin_dir, script.parent.parent, script.parent):
             path.chmod(0o755)
-        yield bin_dir
+        script.chmod(0o644)
+        writable = folder / "writable"
+        writable.mkdir()
+        writable.chmod(0o777)
+        yield Sandbox(bin_dir, script, writable)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def cannot_install(done: subprocess.CompletedProcess[str]) -> None:
@@ -186,10 +211,10 @@ def cannot_install(done: subprocess.CompletedProcess[str]) -> None:
 
 
 def test_the_test_command_without_apt_get_names_the_packages_to_install() -> None:
-    with without_the_system_packages() as bin_dir:
+    with without_the_system_packages() as sandbox:
         done = subprocess.run(
-            [str(bin_dir / "bash"), str(TEST_SCRIPT)],
-            env={"PATH": str(bin_dir), "CI": "true"},
+            [str(sandbox.bin / "bash"), str(sandbox.script)],
+            env={"PATH": str(sandbox.bin), "CI": "true"},
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -201,13 +226,13 @@ def test_the_test_command_without_apt_get_names_the_packages_to_install() -> Non
 def test_the_test_command_not_as_root_names_the_packages_and_does_not_run_apt_get() -> None:
     setpriv = shutil.which("setpriv")
     assert setpriv is not None, "setpriv (Debian's util-linux) runs the script as another user"
-    with without_the_system_packages() as bin_dir:
-        ran = bin_dir / "apt-get-ran"
-        (bin_dir / "apt-get").write_text(f"#!{bin_dir / 'bash'}\necho ran > {ran}\n")
-        (bin_dir / "apt-get").chmod(0o755)
+    with without_the_system_packages() as sandbox:
+        ran = sandbox.writable / "apt-get-ran"  # where nobody can write it, were apt-get run
+        (sandbox.bin / "apt-get").write_text(f"#!{sandbox.bin / 'bash'}\necho ran > {ran}\n")
+        (sandbox.bin / "apt-get").chmod(0o755)
         done = subprocess.run(
-            [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", str(bin_dir / "bash"), str(TEST_SCRIPT)],
-            env={"PATH": str(bin_dir), "CI": "true"},
+            [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", str(sandbox.bin / "bash"), str(sandbox.script)],
+            env={"PATH": str(sandbox.bin), "CI": "true"},
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

@@ -176,6 +176,42 @@ async def test_a_fault_after_lets_the_change_happen_and_loses_the_answer(door: h
     assert (retry.status_code, retry.headers["idempotent-replayed"]) == (202, "true")
 
 
+async def test_a_fault_with_headers_adds_those_lines_to_its_routes_answers_as_a_proxy_would(
+    door: httpx2.AsyncClient,
+) -> None:
+    """status null: Door's own answer, with a second ``Date`` line (one without a zone) after its own."""
+    fault = {
+        "route": "GET /v1/public/clusters/{cluster_id}/nodes",
+        "status": None,
+        "count": None,
+        "headers": {"Date": "Thu, 01 Oct 2026 12:00:00", "Via": "1.1 proxy"},
+    }
+    assert (await door.post("/_reference/faults", headers=REF, json=fault)).status_code == 201
+    first = await door.get(f"{CLUSTER}/nodes", headers=ADMIN)
+    second = await door.get(f"{CLUSTER}/nodes", headers=ADMIN)
+    other = await door.get(CLUSTER, headers=ADMIN)
+    assert (first.status_code, first.json()["cluster_id"]) == (200, seed.DEMO_CLUSTER_ID)
+    assert first.headers.get_list("date") == second.headers.get_list("date") == ["Thu, 01 Oct 2026 12:00:00"]
+    assert first.headers["via"] == "1.1 proxy" and first.headers["x-request-id"]
+    assert "date" not in other.headers and "via" not in other.headers  # another route: untouched
+    # a refusal carries them too
+    await door.post("/_reference/faults", headers=REF, json={"status": 503, "headers": {"Retry-After": "soon"}})
+    refused = await door.get(CLUSTER, headers=ADMIN)
+    assert (refused.status_code, refused.headers["retry-after"]) == (503, "soon")
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"Date": "a\r\nSet-Cookie: x=1"}, {"Content-Length": "5"}, {"transfer-encoding": "chunked"}, {"Bad Name": "x"}],
+)
+async def test_a_fault_cannot_add_a_line_that_splits_or_reframes_the_answer(
+    door: httpx2.AsyncClient, headers: dict[str, str]
+) -> None:
+    refused = await door.post("/_reference/faults", headers=REF, json={"route": "*", "headers": headers})
+    assert refused.status_code == 422
+    assert (await door.get("/_reference/faults", headers=REF)).json() == []
+
+
 async def test_a_fault_with_an_invalid_route_is_422(door: httpx2.AsyncClient) -> None:
     assert (await door.post("/_reference/faults", headers=REF, json={"route": "nonsense"})).status_code == 422
     assert (await door.post("/_reference/faults", headers=REF, json={"route": "*", "extra": 1})).status_code == 422
