@@ -9,6 +9,7 @@ owner's own Door token connected on ``/connect`` (Door's request log), never an 
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -30,7 +31,8 @@ from tests.maya_tools.channels.live import LiveBrowser, calls_since, csrf_of, di
 from tests.maya_tools.channels.test_channels_served import APPS, connected
 from tests.maya_tools.channels.test_connect_door import UrlOnly
 from tests.maya_tools.conftest import Person
-from tests.maya_tools.live import free_port
+from tests.maya_tools.live import free_port, wait_until
+from tests.maya_tools.test_plans_live import DoorClock
 from tests.maya_tools.test_replicas_live import Replicas, haproxy, haproxy_config
 from tests.oidc import ADMIN, SERVER_CLIENT_ID, SERVER_CLIENT_SECRET, OpenIDProvider
 from tests.postgres import PostgresServer, fresh_schema
@@ -100,6 +102,7 @@ def team(tmp_path_factory: pytest.TempPathFactory, postgres: PostgresServer) -> 
             MAYA_OAUTH_CLIENT_ID=SERVER_CLIENT_ID,
             MAYA_OAUTH_CLIENT_SECRET=SERVER_CLIENT_SECRET,
             MAYA_CREDENTIAL_KEY=key,
+            MAYA_PLAN_POLL_SECONDS="0.1",  # a plan's wait polls Door often (the plan test below)
         )
         try:
             with haproxy(replicas, tmp, haproxy_config(replicas, oauth=True)):
@@ -296,3 +299,44 @@ async def test_through_the_documented_haproxy_config_a_signed_in_person_plans_an
     assert (done.structured_content["status"], done.structured_content["changed"]) == ("executed", True)
     assert len(asking.messages) == 1
     team.executed_once_with_the_owners_token(since)
+
+
+async def test_a_plan_whose_replica_is_killed_is_continued_by_another_as_its_owner(fresh: Team) -> None:
+    """Issue 26: replica 0 runs ada's approved tier move and is SIGKILLed after step 1; a live replica's sweep
+    takes the plan over on PostgreSQL and finishes it with ada's own Door token (the replicas have no
+    DOOR_TOKEN): every call Door received since carried it, one POST and one DELETE."""
+    team = fresh
+    since = last_seq(team.world)
+    dying = team.replicas.servers[0]
+    killed = team.pid(0)
+
+    def step_1_done() -> bool:
+        cards = team.replicas.cards()
+        return bool(cards) and cards[0]["steps"][0]["status"] == "done"
+
+    def kill_after_step_1() -> None:
+        wait_until(step_1_done, "step 1 to be recorded", timeout=60)
+        dying.kill()
+
+    async def arrange() -> None:
+        threading.Thread(target=kill_after_step_1, daemon=True).start()
+
+    move = ("change_pool_tier", {"cluster": "payments-prod", "pool": "workers", "size": "dks.c5.2xlarge"})
+    try:
+        with DoorClock(team.replicas) as clock:
+            with pytest.raises(Exception):  # noqa: B017 (the replica died under the call: any transport error)
+                async with routed_client(
+                    team, "modern", to(0), Memory(), elicitation_callback=Person("accept", arrange)
+                ) as client:
+                    await client.call_tool(*move)
+            clock.start()
+            wait_until(lambda: team.replicas.cards()[0]["status"] != "executing", "a replica to finish", timeout=90)
+    finally:
+        dying.start()  # the module's other tests use all three replicas
+
+    (card,) = team.replicas.cards()
+    assert card["status"] == "executed", card["result"]
+    assert card["executor"].split(":")[1] != killed
+    calls = calls_since(team.world, since)
+    assert {(r["token"], r["user"]) for r in calls} == {(digest(DEMO_ADMIN_TOKEN), "ada")}, calls
+    assert [r["method"] for r in calls if r["method"] != "GET"] == ["POST", "DELETE"]
