@@ -137,6 +137,7 @@ def stage(wheel: Path, folder: Path) -> Path:
     version = project()["version"]
     if manifest["version"] != version or f"-{version}-" not in wheel.name:
         raise SystemExit(f"manifest.json ({manifest['version']}) or {wheel.name} is not version {version}")
+    folder.mkdir(parents=True)
     shutil.copy(MANIFEST, folder / "manifest.json")
     shutil.copy(wheel, folder / wheel.name)
     (folder / "server").mkdir()
