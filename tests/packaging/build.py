@@ -142,3 +142,16 @@ def fresh_venv(root: Path, dist: Dist, wheels: Path) -> Path:
             )
             assert done.returncode == 0, f"installing the wheel failed:\n{done.stderr[-3000:]}"
     return folder
+
+
+def offline_uv_env(root: Path, tmp: Path, wheels: Path) -> dict[str, str]:
+    """A new user's environment with uv on ``PATH``, configured as a host's uv would be but offline: no
+    index, the dependency wheels, no Python download (this run's Python). The run's tests share one uv
+    cache, as the starts of one host would."""
+    config = tmp / "uv.toml"
+    config.write_text(f'offline = true\nno-index = true\nfind-links = ["{wheels}"]\npython-downloads = "never"\n')
+    return clean_env(tmp / "home", uv().parent) | {
+        "UV_CONFIG_FILE": str(config),
+        "UV_CACHE_DIR": str(root / "uv-cache"),
+        "UV_PYTHON": sys.executable,
+    }

@@ -30,7 +30,7 @@ from scripts.mcpb import first_sentence
 from tests.maya_tools.conftest import MODES
 from tests.maya_tools.live import Proc, base_env, free_port
 from tests.node import node_modules
-from tests.packaging.build import REPO, Dist, clean_env, once, record_size, uv
+from tests.packaging.build import REPO, Dist, offline_uv_env, once, record_size
 
 pytestmark = pytest.mark.anyio
 
@@ -89,16 +89,9 @@ class Host:
 
         return VARIABLE.sub(value, text)
 
-    def server(self, tmp: Path, wheels: Path) -> StdioServerParameters:
+    def server(self, env: dict[str, str], tmp: Path) -> StdioServerParameters:
         config = MANIFEST["server"]["mcp_config"]
-        uv_config = tmp / "uv.toml"
-        uv_config.write_text(f'offline = true\nno-index = true\nfind-links = ["{wheels}"]\npython-downloads = "never"\n')
-        env = clean_env(tmp / "home", uv().parent) | {
-            "UV_CONFIG_FILE": str(uv_config),
-            "UV_CACHE_DIR": str(tmp.parent / "uv-bundle-cache"),  # the tests' starts share one, as a host would
-            "UV_PYTHON": sys.executable,
-        }
-        env |= {key: self.substitute(value) for key, value in config.get("env", {}).items()}
+        env = env | {key: self.substitute(value) for key, value in config.get("env", {}).items()}
         command = shutil.which(self.substitute(config["command"]), path=env["PATH"])
         assert command is not None, f"{config['command']} is not on the host's PATH"
         return StdioServerParameters(
@@ -131,10 +124,11 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_the_unpacked_bundle_starts_as_its_mcp_config_says_with_the_door_the_person_gave(
-    unpacked: Path, wheels: Path, door: str, tmp_path: Path, mode: str
+    unpacked: Path, wheels: Path, door: str, tmp_path: Path, packaging_root: Path, mode: str
 ) -> None:
     host = Host(unpacked, {"door_api_url": door, "door_token": DEMO_ADMIN_TOKEN})
-    async with Client(host.server(tmp_path, wheels), mode=mode) as client:
+    env = offline_uv_env(packaging_root, tmp_path, wheels)
+    async with Client(host.server(env, tmp_path), mode=mode) as client:
         listed = (await client.list_tools()).tools
         assert [{"name": t.name, "description": first_sentence(t.description or "")} for t in listed] == MANIFEST["tools"]
         clusters = await client.call_tool("list_clusters", {})
@@ -143,10 +137,11 @@ async def test_the_unpacked_bundle_starts_as_its_mcp_config_says_with_the_door_t
 
 
 async def test_the_bundle_left_unconfigured_tries_the_embedded_reference_backend(
-    unpacked: Path, wheels: Path, tmp_path: Path
+    unpacked: Path, wheels: Path, tmp_path: Path, packaging_root: Path
 ) -> None:
     """Both settings left empty: their defaults (""), which the server reads as unset."""
-    async with Client(Host(unpacked, {}).server(tmp_path, wheels)) as client:
+    env = offline_uv_env(packaging_root, tmp_path, wheels)
+    async with Client(Host(unpacked, {}).server(env, tmp_path)) as client:
         clusters = await client.call_tool("list_clusters", {})
         assert clusters.structured_content is not None
         assert "embedded reference backend" in clusters.structured_content["backend"]

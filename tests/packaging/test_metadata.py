@@ -131,3 +131,14 @@ def test_the_readme_proves_the_pypi_package_is_this_server() -> None:
 @pytest.mark.parametrize("line", ["mcp-name: cloud.door/maya-tools.", "mcp-name:cloud.door/maya-tools"])
 def test_an_mcp_name_line_glued_to_other_characters_does_not_count(line: str) -> None:
     assert MCP_NAME.findall(line) != ["cloud.door/maya-tools"]
+
+
+def test_the_docs_name_the_wheel_and_the_bundle_of_this_version() -> None:
+    from tests.docs import DOCS
+
+    named = {
+        match.group(1) or match.group(2)
+        for path in DOCS
+        for match in re.finditer(r"maya_tools-(\d[^-/\s`]*)-py3-none-any\.whl|maya-tools-(\d[^/\s`]*?)\.mcpb", path.read_text())
+    }
+    assert named == {VERSION}
