@@ -81,7 +81,9 @@ async def listed_tools() -> list[dict[str, str]]:
     return [{"name": t.name, "description": first_sentence(t.description or "")} for t in tools]
 
 
-def synced(manifest: dict[str, Any], server: dict[str, Any], tools: list[dict[str, str]]) -> tuple[dict, dict]:
+def synced(
+    manifest: dict[str, Any], server: dict[str, Any], tools: list[dict[str, str]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """``manifest`` and ``server`` with the package's version and the server's tools."""
     version = project()["version"]
     packages = [{**p, "version": version} if "version" in p else p for p in server.get("packages", [])]

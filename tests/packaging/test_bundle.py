@@ -4,7 +4,8 @@ with the pinned MCPB CLI; unpacked into a temporary folder by the same CLI, it s
 manifest's tools.
 
 The host is played as MCPB describes it: ``${__dirname}`` is the unpacked folder, ``${user_config.KEY}``
-the person's value or the option's default, the command is found on ``PATH``. What a real host adds,
+the person's value or the option's default (with neither, the literal placeholder, as Claude Desktop
+passes it: modelcontextprotocol/mcpb#250), the command is found on ``PATH``. What a real host adds,
 uv and a Python, comes from this run: uv's configuration says offline, no index and the dependency
 wheels (``tests/packaging/wheelhouse.py``), so the first start installs without the network.
 """

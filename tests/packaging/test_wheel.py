@@ -9,9 +9,10 @@ import tomllib
 from tests.packaging.build import PACKAGES, REPO, Dist
 
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
-CEILING = 480_000
-"""Bytes the wheel may weigh: 586,856 before the eval's case files left it (issue 29), 444,014 after
-(1,304,770 unpacked, of 2,538,285): about 200 modules and the card view's JavaScript (61 KB compressed)."""
+CEILING = 520_000
+"""Bytes the wheel may weigh: 586,856 before the eval's case files left it (issue 29), 451,451 after
+(1,325,938 unpacked, of 2,538,285): about 200 modules and the card view's JavaScript (61 KB compressed).
+The case files back in (about 140 KB compressed) would go over it; the code may still grow."""
 
 
 def product_files() -> set[str]:
