@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from maya_tools.runtime import Transport
     from maya_tools.settings import Settings
 
-USAGE = """usage: maya-tools COMMAND [options]
+USAGE = """usage: maya-tools COMMAND [options]   (maya-tools --version: the installed version)
 
 commands:
   demo                walk the API page's examples through the MCP server, with approvals (start here)
@@ -151,6 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in {"-h", "--help"}:
         print(USAGE, end="")
         return 0 if args else 2
+    if args[0] in {"-V", "--version"}:
+        from importlib import metadata
+
+        print(f"maya-tools {metadata.version('maya-tools')}")
+        return 0
     command, rest = args[0], args[1:]
     if command == "serve":
         return _serve(rest)

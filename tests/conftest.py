@@ -140,3 +140,18 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return cores(config)
     return cores(config) + 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The sizes the packaging tests measured this run (``tests/packaging/build.py``), in one line."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    if os.environ.get("PYTEST_XDIST_WORKER") or factory is None:
+        return
+    from tests.packaging.build import SIZES
+
+    path = factory.getbasetemp() / SIZES
+    if path.is_file():
+        import json
+
+        sizes = json.loads(path.read_text())
+        terminalreporter.write_line("maya-tools packaging: " + ", ".join(f"{k} {v:,} bytes" for k, v in sizes.items()))

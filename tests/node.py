@@ -1,4 +1,4 @@
-"""The npm packages some tests run (a bundler, the MCP conformance suite, an OpenID provider, …), each
+"""The npm packages some tests run (a bundler, the MCP conformance suite, an OpenID provider, the MCPB CLI, …), each
 folder of them installed from its own committed ``package-lock.json`` by ``npm ci``.
 
 A folder is installed once and again only when its lockfile changes (a stamp in ``node_modules``

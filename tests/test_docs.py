@@ -47,7 +47,7 @@ from tests.reachable import folder_for_another_user
 README_MAX_LINES = 200
 
 NOT_RUN = {
-    ("README.md", "needs the Claude Code CLI and your own install path"),
+    ("README.md", "needs the Claude Code CLI"),
     ("client.md", "rewrites the committed cassettes, which tests/backend_client/test_cassettes.py replays"),
     ("development.md", "rewrites committed snapshots"),
     ("deploy.md", "needs your PostgreSQL, your Door and a key; tests/maya_tools/test_replicas_live.py starts the same"),
@@ -264,12 +264,13 @@ def test_the_whole_demo_command_on_a_fresh_copy(tmp_path: Path) -> None:
     assert done.stdout.count(": executed") == 3
 
 
-def test_client_configurations_start_maya_tools_serve() -> None:
+def test_client_configurations_run_maya_tools_serve_with_uvx() -> None:
+    """tests/packaging/test_client_configs.py starts each of them from the built wheel."""
     configs = [json.loads(b.text) for path in DOCS for b in blocks(path) if b.lang == "json"]
     assert len(configs) >= 2
     for config in configs:
         server = (config.get("servers") or config["mcpServers"])["maya-tools"]
-        assert server["command"].endswith("/.venv/bin/maya-tools") and server["args"] == ["serve"]
+        assert server["command"] == "uvx" and server["args"] == ["maya-tools", "serve"]
         assert set(server.get("env", {})) <= {"DOOR_API_URL", "DOOR_TOKEN"}
 
 

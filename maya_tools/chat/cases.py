@@ -1,10 +1,12 @@
-"""The eval's case files: their model (version 2, with ``topic`` and a ``world``), the packaged files
-and the share of cases each must get right, and how a file is loaded. ``evaluation`` scores them."""
+"""The eval's case files: their model (version 2, with ``topic`` and a ``world``), the files scored by
+default and the share of cases each must get right, and how a file is loaded. ``evaluation`` scores them.
+
+The files are development data, not part of the product: they live in the repository's ``evals/``
+folder (``EVALS``), next to this package in a checkout, and are left out of the wheel."""
 
 from __future__ import annotations
 
 from collections import Counter
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -83,9 +85,12 @@ FROZEN_HELDOUT: tuple[str, ...] = (
 """Held-out files written by outsiders who never saw the code, each scored once after the tuning and then frozen:
 not scored by default (``--cases`` scores one); the suite checks only that no case of theirs breaks a safety property."""
 
+EVALS = Path(__file__).resolve().parents[2] / "evals"
+"""The repository's case files. An installed wheel has no such folder: ``--cases`` names one."""
+
 PACKAGED: dict[str, float] = {
-    # The files the command scores by default, and the share each must get right (development
-    # files are deterministic regressions; the others are bars).
+    # The files of ``EVALS`` the command scores by default, and the share each must get right
+    # (development files are deterministic regressions; the others are bars).
     "eval_cases.json": 1.0,
     "eval_heldout.json": HELDOUT_TARGET,
     "eval_dev_outsider.json": DEV_OUTSIDER_TARGET,
@@ -104,8 +109,21 @@ PACKAGED: dict[str, float] = {
 }
 
 
-def load_cases(path: Path | None = None, *, split: Split = "dev", name: str | None = None) -> CaseFile:
-    """A case file (by default this package's development or held-out part, or the packaged ``name``), validated."""
+class NoCaseFiles(FileNotFoundError):
+    """The case files are not where they were looked for (an installed wheel carries none)."""
+
+
+def load_cases(
+    path: Path | None = None, *, split: Split = "dev", name: str | None = None, folder: Path = EVALS
+) -> CaseFile:
+    """A case file, validated: ``path``, else ``name`` (by default the development or held-out part) in ``folder``.
+
+    Raises ``NoCaseFiles`` when the file is not there, saying where the case files are."""
     name = name or ("eval_cases.json" if split == "dev" else "eval_heldout.json")
-    text = path.read_text() if path else resources.files("maya_tools.chat").joinpath(name).read_text()
-    return CaseFile.model_validate_json(text)
+    target = path or folder / name
+    if not target.is_file():
+        raise NoCaseFiles(
+            f"no case file {target}: the case files are in the maya-tools repository's evals/ folder and are "
+            "not installed with the package; clone it and pass --cases evals (a folder) or --cases FILE"
+        )
+    return CaseFile.model_validate_json(target.read_text())

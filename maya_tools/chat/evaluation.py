@@ -44,6 +44,7 @@ from maya_tools.chat.app import backend_description
 from maya_tools.chat.cases import (
     DEV_OUTSIDER_2_TARGET,
     DEV_OUTSIDER_TARGET,
+    EVALS,
     FRESH_HELDOUT_TARGET,
     FROZEN_HELDOUT,
     HELDOUT_TARGET,
@@ -56,6 +57,7 @@ from maya_tools.chat.cases import (
     CaseFile,
     Category,
     Expectation,
+    NoCaseFiles,
     Split,
     load_cases,
 )
@@ -357,7 +359,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     parser = argparse.ArgumentParser(prog="maya-tools eval", description=__doc__.split("\n\n")[0])
     parser.add_argument("--offline", action="store_true", help="only the offline interpreter, even with a key")
     parser.add_argument(
-        "--cases", type=Path, help="score this case file alone (default: the packaged files, see PACKAGED)"
+        "--cases",
+        type=Path,
+        help="score this case file alone, or a folder's files scored by default (default: the repository's evals/, "
+        "see PACKAGED; an installed wheel carries no case files)",
     )
     parser.add_argument("--heldout", type=Path, help="score this held-out file too")
     parser.add_argument(
@@ -382,12 +387,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     # Only warnings on stderr: the in-memory server and the SDKs would otherwise log every request.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     stream = out if out is not None else sys.stdout
-    if args.cases is not None:
-        files = [(args.cases.name, load_cases(args.cases))]
-    else:
-        files = [(name, load_cases(name=name)) for name in PACKAGED]
-    if args.heldout is not None:
-        files.append((args.heldout.name, load_cases(args.heldout)))
+    try:
+        if args.cases is not None and not args.cases.is_dir():
+            files = [(args.cases.name, load_cases(args.cases))]
+        else:
+            folder = args.cases or EVALS
+            files = [(name, load_cases(name=name, folder=folder)) for name in PACKAGED]
+        if args.heldout is not None:
+            files.append((args.heldout.name, load_cases(args.heldout)))
+    except NoCaseFiles as error:
+        sys.stderr.write(f"maya-tools eval: {error}\n")
+        return 2
     model = args.model or settings.model
     reports = anyio.run(
         lambda: evaluate(
@@ -424,6 +434,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 __all__ = [  # the case files' names are ``maya_tools.chat.cases``'s, re-exported for the eval's callers
     "DEV_OUTSIDER_2_TARGET",
     "DEV_OUTSIDER_TARGET",
+    "EVALS",
     "FRESH_HELDOUT_TARGET",
     "FROZEN_HELDOUT",
     "HELDOUT_TARGET",
@@ -437,6 +448,7 @@ __all__ = [  # the case files' names are ``maya_tools.chat.cases``'s, re-exporte
     "Category",
     "Choice",
     "Expectation",
+    "NoCaseFiles",
     "Report",
     "Scored",
     "Split",

@@ -106,7 +106,7 @@ def test_the_case_file_is_versioned_and_has_at_least_forty_cases() -> None:
 
 
 def test_a_case_file_with_too_few_cases_duplicate_ids_or_another_version_is_refused() -> None:
-    raw = json.loads(Path(evaluation.__file__).with_name("eval_cases.json").read_text())
+    raw = json.loads((evaluation.EVALS / "eval_cases.json").read_text())
     with pytest.raises(ValidationError, match="at least 40"):
         CaseFile.model_validate({**raw, "cases": raw["cases"][:10]})
     with pytest.raises(ValidationError, match="used twice"):
@@ -167,13 +167,44 @@ def test_the_command_runs_offline_exits_0_and_says_it_skipped_the_live_part(monk
 
 def test_the_command_fails_when_the_interpreter_regresses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    raw = json.loads(Path(evaluation.__file__).with_name("eval_cases.json").read_text())
+    raw = json.loads((evaluation.EVALS / "eval_cases.json").read_text())
     raw["cases"][0]["expect"][0]["arguments"]["count"] = 99
     broken = tmp_path / "cases.json"
     broken.write_text(json.dumps(raw))
     out = io.StringIO()
     assert evaluation.main(["--cases", str(broken)], out=out) == 1
     assert f"✗ {raw['cases'][0]['id']}" in out.getvalue()
+
+
+def test_the_case_files_live_in_the_repository_not_the_package() -> None:
+    """Development data stays out of the wheel (issue 29): the default files are the checkout's evals/."""
+    repo = Path(__file__).resolve().parents[2]
+    assert repo / "evals" == evaluation.EVALS
+    assert all((evaluation.EVALS / name).is_file() for name in (*evaluation.PACKAGED, *evaluation.FROZEN_HELDOUT))
+    assert not list((repo / "maya_tools").rglob("eval_*.json"))
+
+
+def test_a_folder_given_to_cases_is_scored_as_the_default_files_and_a_missing_one_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where no evals/ folder is (an installed wheel), ``--cases FOLDER`` points at a copy of it; a folder
+    without the files exits 2 with one line saying where they are, not a traceback."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert evaluation.main(["--offline", "--cases", str(tmp_path)], out=io.StringIO()) == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and f"no case file {tmp_path / 'eval_cases.json'}" in said
+    assert "evals/ folder" in said and "--cases" in said
+    for name in evaluation.PACKAGED:
+        (tmp_path / name).symlink_to(evaluation.EVALS / name)
+    raw = json.loads((evaluation.EVALS / "eval_cases.json").read_text())
+    raw["cases"][0]["expect"][0]["arguments"]["count"] = 99
+    (tmp_path / "eval_cases.json").unlink()
+    (tmp_path / "eval_cases.json").write_text(json.dumps(raw))
+    out = io.StringIO()
+    assert evaluation.main(["--offline", "--cases", str(tmp_path)], out=out) == 1
+    shown = out.getvalue()
+    assert all(f"offline interpreter on {name}:" in shown for name in evaluation.PACKAGED)
+    assert "regressed on the development cases of eval_cases.json" in shown
 
 
 class FirstTurnModel:
@@ -329,11 +360,11 @@ def test_any_file_of_the_writers_format_is_scored_by_path_and_a_violation_fails_
     scored alone with --cases; a case whose only right answer is a question, answered with a change,
     breaks property 4 and the command exits 1 whatever the accuracy bar."""
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    raw = json.loads(Path(evaluation.__file__).with_name("eval_dev_outsider.json").read_text())
+    raw = json.loads((evaluation.EVALS / "eval_dev_outsider.json").read_text())
     out = io.StringIO()
     assert (
         evaluation.main(
-            ["--offline", "--cases", str(Path(evaluation.__file__).with_name("eval_dev_outsider.json"))], out=out
+            ["--offline", "--cases", str(evaluation.EVALS / "eval_dev_outsider.json")], out=out
         )
         == 0
     )
