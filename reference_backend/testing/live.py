@@ -83,7 +83,7 @@ class LiveServer:
         self.admin_token = admin_token or secrets.token_urlsafe(24)
         self.app = create_app(world("empty"), admin_token=self.admin_token)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._socket = socket.create_server((host, port), family=family)
+        self._socket = _listening(family, host, port)
         bound_host, self.port = self._socket.getsockname()[:2]
         self.url = f"http://[{bound_host}]:{self.port}" if family == socket.AF_INET6 else f"http://{bound_host}:{self.port}"
         # No lifespan (the app has none), no access log (admin paths can hold tokens), no signal handlers (a thread).
@@ -135,6 +135,21 @@ def running(
             door.close()
     finally:
         server.stop()
+
+
+def _listening(family: socket.AddressFamily, host: str, port: int) -> socket.socket:
+    """A listening TCP socket whose ``proto`` is IPPROTO_TCP, as the one uvicorn would make: asyncio
+    turns Nagle off (TCP_NODELAY) only on connections accepted from such a socket, and with Nagle on,
+    an answer written in two parts waits for the client's delayed ACK (40 ms a request)."""
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _is_loopback(host: str) -> bool:

@@ -71,3 +71,18 @@ def test_importing_the_world_or_the_plugin_loads_no_server() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_its_connections_send_without_nagle_delay() -> None:
+    """An answer is written in parts (head, body); with Nagle on, the body waits for the client's delayed
+    ACK, 40 ms a request. asyncio sets TCP_NODELAY only on connections from a socket made for IPPROTO_TCP."""
+    server = live.LiveServer()
+    try:
+        server.serve(ReferenceBackend(ManualClock()))
+        with httpx2.Client(base_url=server.url) as client:
+            assert client.get("/openapi.json").status_code == 200
+            (connection,) = server._server.server_state.connections
+            accepted = connection.transport.get_extra_info("socket")
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+    finally:
+        server.stop()
