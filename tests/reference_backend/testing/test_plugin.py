@@ -147,3 +147,14 @@ def test_the_command_line_chooses_the_world_for_unmarked_tests(pytester: pytest.
     from_file.stdout.fnmatch_lines(["*STATUS 200 False*"])
     help_text = run(pytester, "--help")
     help_text.stdout.fnmatch_lines(["*--door-seed*", "*--door-snapshot*", "*--loopback-only*"])
+
+
+def test_the_docs_example_suite_passes_as_a_users_project(pytester: pytest.Pytester) -> None:
+    """docs/reference-backend.md's `test_door_example.py`, as written, in its own pytest process."""
+    from tests.docs import REPO, blocks
+
+    (example,) = [
+        b for b in blocks(REPO / "docs" / "reference-backend.md") if b.text.startswith("# test_door_example.py")
+    ]
+    pytester.makepyfile(test_door_example=example.text)
+    run(pytester, "--strict-markers").assert_outcomes(passed=3)
