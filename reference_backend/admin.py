@@ -1,4 +1,4 @@
-"""The admin plane (``/_reference/…``): reset, clock, clusters, phases, credit, tokens, inventory, faults.
+"""The admin plane (``/_reference/…``): reset, clock, clusters, phases, credit, tokens, inventory, faults, snapshots.
 
 Mounted only when the app has an ``admin_token`` (``app.state.admin_token``); every route wants
 ``Authorization: Bearer <admin_token>`` (401 otherwise). It exists for tests, demos and benchmarks,
@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable, Coroutine
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.routing import APIRoute
@@ -20,12 +20,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from backend_client.models import Cluster, Phase, PublicNodePoolCreateRequest
 from reference_backend import views
 from reference_backend.backend import ReferenceBackend, RequestRecord
-from reference_backend.bodies import read_json_body
+from reference_backend.bodies import MAX_BODY_BYTES, read_json_body
 from reference_backend.clock import AdjustableClock, ClockError
 from reference_backend.edge import backend_of, problem_responses
 from reference_backend.errors import Refusal
 from reference_backend.faults import FaultRouteError, FaultSpec, FaultView
-from reference_backend.world import Doc
+from reference_backend.snapshots import SnapshotError, parse
+from reference_backend.world import Doc, iso
+
+# A snapshot of 200 pools × 200 workers with their inventory is about 40 MB.
+MAX_SNAPSHOT_BYTES: Final = 256 * 1024 * 1024
 
 
 class _Body(BaseModel):
@@ -112,16 +116,25 @@ class AdminRoute(APIRoute):
     a 413/400 problem instead of a 422 or, once stored, a 500 on every later read.
     """
 
+    max_body_bytes: int = MAX_BODY_BYTES
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         parse = super().get_route_handler()
+        limit = self.max_body_bytes
 
         async def handler(request: Request) -> Response:
             _guard(request)
             if request.method in ("POST", "PUT", "PATCH"):
-                await read_json_body(request)
+                request.state.json_body, _ = await read_json_body(request, limit)
             return await parse(request)
 
         return handler
+
+
+class SnapshotRoute(AdminRoute):
+    """A snapshot's restore carries a whole world, so its body may be far larger than any other."""
+
+    max_body_bytes = MAX_SNAPSHOT_BYTES
 
 
 router = APIRouter(
@@ -244,6 +257,33 @@ async def list_requests(
     Idempotency-Key was sent; never a token, header or query. Only the last 10,000 are kept."""
     backend = backend_of(request.app)
     return RequestLogView(items=backend.requests_since(since), next=backend.last_request_seq)
+
+
+async def save_snapshot(request: Request) -> Response:
+    """The whole world as a snapshot file (``reference_backend.snapshots``): JSON, sorted keys."""
+    backend = backend_of(request.app)
+    return Response(backend.save_snapshot(), media_type="application/json")
+
+
+async def restore_snapshot(request: Request) -> dict[str, Any]:
+    """Replace the world, its time included, with the snapshot in the body; fault rules are cleared, as on a reset."""
+    backend = backend_of(request.app)
+    try:
+        backend.restore_snapshot(parse(request.state.json_body))
+    except SnapshotError as error:
+        raise Refusal(422, str(error)) from None
+    backend.faults.clear()
+    return {"ok": True, "now": iso(backend.now())}
+
+
+router.add_api_route(
+    "/snapshot",
+    save_snapshot,
+    methods=["GET"],
+    response_class=Response,
+    responses={200: {"content": {"application/json": {}}, "description": "the snapshot file"}},
+)
+router.add_api_route("/snapshot", restore_snapshot, methods=["PUT"], route_class_override=SnapshotRoute)
 
 
 @router.post("/faults", status_code=201, response_model=FaultView)

@@ -20,7 +20,7 @@ from typing import Final
 
 from backend_client import rules
 from backend_client.models import NodePool, PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
-from reference_backend import catalog, seed, views
+from reference_backend import catalog, seed, snapshots, views
 from reference_backend.clock import Clock
 from reference_backend.errors import Refusal
 from reference_backend.faults import FaultBook
@@ -50,7 +50,10 @@ class ReferenceBackend(WorldSetters):
         seed: SeedName = "demo",
         state_path: Path | None = None,
         rng_seed: int = 0,
+        snapshot: snapshots.WorldSnapshot | None = None,
     ) -> None:
+        """A world seeded with ``seed``, or the one a state file holds, or (``snapshot``) the one a
+        snapshot holds, which then replaces the state file's; the clock is set to the snapshot's time."""
         store = SqliteStore(state_path) if state_path is not None else MemoryStore()
         super().__init__(clock, store, dict(catalog.TIERS), rng_seed)
         # Fault rules belong to the world, so every app serving this backend (the embedded one and a
@@ -58,7 +61,9 @@ class ReferenceBackend(WorldSetters):
         self.faults = FaultBook()
         # Every request outside the admin plane, as answered (faults included); memory only, kept across resets.
         self.request_log = RequestLog()
-        if store.empty:
+        if snapshot is not None:
+            self.restore_snapshot(snapshot)
+        elif store.empty:
             self._seed(seed)
         else:
             self._load()
@@ -289,6 +294,17 @@ class ReferenceBackend(WorldSetters):
         self._wipe()
         self._seed(seed)
         self.commit()
+
+    def save_snapshot(self) -> bytes:
+        """The whole world as a snapshot file's bytes (``reference_backend.snapshots``)."""
+        return snapshots.dumps(snapshots.snapshot_of(self))
+
+    def restore_snapshot(self, snapshot: snapshots.WorldSnapshot | bytes) -> None:
+        """Replace the world with a snapshot's, its time included; fault rules and the request log stay.
+
+        Raises ``snapshots.SnapshotError`` (the world unchanged) for a snapshot that cannot be restored.
+        """
+        snapshots.restore(self, snapshot if isinstance(snapshot, snapshots.WorldSnapshot) else snapshots.parse(snapshot))
 
     def _seed(self, name: SeedName) -> None:
         seed.populate(self, name)

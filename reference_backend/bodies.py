@@ -26,22 +26,23 @@ def bearer(request: Request) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-async def read_json_body(request: Request) -> tuple[Any, str]:
+async def read_json_body(request: Request, limit: int = MAX_BODY_BYTES) -> tuple[Any, str]:
     """The parsed body (``None`` when empty) and its idempotency fingerprint.
 
-    Raises 413 beyond 64 KiB, 415 when a body is sent with a Content-Type that is not JSON, and 400
-    when it is not JSON, or when a string in it is not Unicode (an unpaired surrogate escape such as
-    ``"\\ud800"``, which json accepts but no answer could encode).
+    Raises 413 beyond ``limit`` bytes (64 KiB; a snapshot's restore allows more), 415 when a body is
+    sent with a Content-Type that is not JSON, and 400 when it is not JSON, or when a string in it is
+    not Unicode (an unpaired surrogate escape such as ``"\\ud800"``, which json accepts but no answer
+    could encode).
     """
-    too_large = Refusal(413, f"the request body exceeds {MAX_BODY_BYTES} bytes. Send a smaller body.")
+    too_large = Refusal(413, f"the request body exceeds {limit} bytes. Send a smaller body.")
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+    if declared.isdigit() and int(declared) > limit:
         raise too_large
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
+        if size > limit:
             raise too_large
         chunks.append(chunk)
     raw = b"".join(chunks)

@@ -1,4 +1,5 @@
-"""``maya-tools reference-backend``: serve the reference backend with uvicorn.
+"""``maya-tools reference-backend``: serve the reference backend with uvicorn (``snapshot save|restore``:
+``snapshot_cli``).
 
 Prints its URL and the demo tokens (never the admin token) and stops cleanly on Ctrl-C or SIGTERM,
 which uvicorn turns into a graceful shutdown; the state file is closed on the way out.
@@ -20,6 +21,7 @@ from types import FrameType
 import uvicorn
 
 from reference_backend import seed as seeds
+from reference_backend import snapshots
 from reference_backend.app import create_app
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import Clock, ManualClock, ScaledClock
@@ -48,6 +50,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=_port, default=DEFAULT_PORT)
     parser.add_argument("--state", type=Path, default=None, metavar="FILE", help="SQLite state file (default: memory)")
     parser.add_argument("--seed", choices=("demo", "empty"), default="demo")
+    parser.add_argument(
+        "--from-snapshot",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="start from a snapshot (`snapshot save`) instead of the seed; with --state it replaces the file's world",
+    )
     clocks = parser.add_mutually_exclusive_group()
     clocks.add_argument("--time-scale", type=float, default=1.0, metavar="X", help="simulated seconds per real second")
     clocks.add_argument("--manual-clock", action="store_true", help="time moves only through the admin plane")
@@ -56,7 +65,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Serve until interrupted; 0 on a clean shutdown, 2 on bad arguments."""
+    """Serve until interrupted; 0 on a clean shutdown, 2 on bad arguments. ``snapshot save|restore``
+    talks to a running backend instead (``snapshot_cli``)."""
+    if list(argv[:1]) == ["snapshot"]:
+        from reference_backend.snapshot_cli import main as snapshot_main
+
+        return snapshot_main(argv[1:])
     try:
         args = _parser().parse_args(list(argv))
     except SystemExit as exit_:
@@ -67,8 +81,15 @@ def main(argv: Sequence[str]) -> int:
         )
         return 2
     clock: Clock = ManualClock() if args.manual_clock else ScaledClock(args.time_scale)
+    snapshot = None
+    if args.from_snapshot is not None:
+        try:
+            snapshot = snapshots.parse(args.from_snapshot.read_bytes())
+        except (OSError, snapshots.SnapshotError) as error:
+            print(f"maya-tools reference-backend: cannot start from {args.from_snapshot}: {error}", file=sys.stderr)
+            return 2
     try:
-        backend = ReferenceBackend(clock, seed=args.seed, state_path=args.state)
+        backend = ReferenceBackend(clock, seed=args.seed, state_path=args.state, snapshot=snapshot)
     except (OSError, sqlite3.Error, ValueError, KeyError, TypeError) as error:
         # A directory, an unwritable path, or a file that is not (or not our) SQLite state.
         print(f"maya-tools reference-backend: cannot use --state {args.state}: {error}", file=sys.stderr)
@@ -77,7 +98,9 @@ def main(argv: Sequence[str]) -> int:
         app = create_app(backend, admin_token=args.admin_token)
         url = f"http://{args.host}:{args.port}"
         print(f"Door reference backend on {url}/v1/public (OpenAPI: {url}/openapi.json)")
-        if args.seed == "demo":
+        if snapshot is not None:
+            print(f"  world: the snapshot {args.from_snapshot} (its tokens), at {backend.now().isoformat()}")
+        elif args.seed == "demo":
             for token, (user, organisation, role) in seeds.DEMO_TOKENS.items():
                 print(f"  token {token}: {user}, {role} of {organisation}")
         if args.admin_token:

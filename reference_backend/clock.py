@@ -2,7 +2,8 @@
 
 ``ManualClock`` moves only when told, so a test controls every transition without sleeping.
 ``ScaledClock`` follows real time multiplied by a scale (10 → ten simulated seconds per real second).
-Both can be advanced or set forward, which the admin plane and a reloaded state file rely on.
+Both can be advanced or set forward, which the admin plane and a reloaded state file rely on, and
+restarted at any instant, which only restoring a snapshot does (the world's time comes back with it).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class AdjustableClock(Clock, Protocol):
     def advance(self, seconds: float) -> datetime: ...
 
     def set(self, when: datetime) -> datetime: ...
+
+    def restart(self, when: datetime) -> datetime: ...
 
 
 def _aware(when: datetime) -> datetime:
@@ -88,6 +91,12 @@ class ManualClock:
         self._now = when
         return self._now
 
+    def restart(self, when: datetime) -> datetime:
+        """Start again at ``when``, earlier or later: only a snapshot's restore does this, since it
+        brings back the world's own time with the world."""
+        self._now = _not_beyond_latest(_aware(when))
+        return self._now
+
 
 class ScaledClock:
     """Real time × ``time_scale``: simulated seconds = real seconds × scale."""
@@ -117,3 +126,8 @@ class ScaledClock:
             raise ClockError(f"the clock never goes backwards ({when.isoformat()} < {current.isoformat()})")
         self._base, self._real_base = when, time.monotonic()
         return when
+
+    def restart(self, when: datetime) -> datetime:
+        """Run on from ``when``, earlier or later (a snapshot's restore, as ``ManualClock.restart``)."""
+        self._base, self._real_base = _not_beyond_latest(_aware(when)), time.monotonic()
+        return self._base

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -74,35 +74,43 @@ def _field_codec(hint: Any) -> Codec:
     raise TypeError(f"no codec for a field of type {hint!r}")
 
 
-_CODECS: dict[type[Any], tuple[tuple[str, Codec], ...]] = {}
+_CODECS: dict[type[Any], tuple[tuple[str, Codec, bool], ...]] = {}
 
 
-def _codecs(record: type[Any]) -> tuple[tuple[str, Codec], ...]:
-    """The stored fields of a record type and their codecs (worked out once per type)."""
+def _codecs(record: type[Any]) -> tuple[tuple[str, Codec, bool], ...]:
+    """The stored fields of a record type, their codecs and whether a row may leave them out
+    (a field with a default, added after rows were written), worked out once per type."""
     known = _CODECS.get(record)
     if known is None:
         hints = typing.get_type_hints(record)
         stored = (f for f in dataclasses.fields(record) if f.metadata.get("stored", True))
-        known = _CODECS[record] = tuple((f.name, _field_codec(hints[f.name])) for f in stored)
+        known = _CODECS[record] = tuple(
+            (f.name, _field_codec(hints[f.name]), f.default is not dataclasses.MISSING) for f in stored
+        )
     return known
 
 
 def encode(record: Any) -> Doc:
-    """The JSON document of a stored record: every field not marked ``DERIVED``."""
-    return {name: write(getattr(record, name)) for name, (write, _) in _codecs(type(record))}
+    """The JSON document of a stored record: every field not marked ``NOT_IN_ROW``."""
+    return {name: write(getattr(record, name)) for name, (write, _), _ in _codecs(type(record))}
 
 
 def decode(record: type[R], doc: Doc) -> R:
-    """The record a document holds (``encode`` read back)."""
-    return record(**{name: read(doc[name]) for name, (_, read) in _codecs(record)})
+    """The record a document holds (``encode`` read back); a field with a default may be missing
+    (a row written before the field existed). Raises ``KeyError`` for another missing field."""
+    return record(
+        **{name: read(doc[name]) for name, (_, read), optional in _codecs(record) if not optional or name in doc}
+    )
 
 
 @dataclass(frozen=True)
 class Table(Generic[R]):
-    """One table of the state file: the record of its rows, and the live record a row key names (None: gone)."""
+    """One table of the state file: the record of its rows, the live record a row key names (None:
+    gone), and the keys of every live row (what a snapshot writes)."""
 
     record: type[R]
     live: Callable[[PersistentWorld, str], R | None]
+    keys: Callable[[PersistentWorld], Iterable[str]]
 
 
 META: Final = "meta"  # one row, "world": the clock, the name counter and the switches
@@ -190,15 +198,17 @@ class PersistentWorld:
         record = TABLES[table].live(self, key)
         return None if record is None else encode(record)
 
-    def _rows(self, table: str) -> Iterator[tuple[str, Any]]:
+    def _rows(self, table: str, source: Store) -> Iterator[tuple[str, Any]]:
         record = TABLES[table].record
-        for key, doc in self._store.load(table):
+        for key, doc in source.load(table):
             yield key, decode(record, doc)
 
-    def _load(self) -> None:
-        """Read the state file back, then rebuild what is derived (indexes, kubectl names in use)."""
+    def _load(self, source: Store | None = None) -> None:
+        """Read the state file (or ``source``: a snapshot's rows) back, then rebuild what is derived
+        (indexes, kubectl names in use)."""
+        source = source or self._store
         hashed_tokens = False
-        for _, doc in self._store.load(META):
+        for _, doc in source.load(META):
             hashed_tokens = doc.get("token_keys") == "sha256"
             self._counter = doc["counter"]
             self.inventory_available = doc["inventory_available"]
@@ -206,8 +216,8 @@ class PersistentWorld:
             if stored_now > self.clock.now() and isinstance(self.clock, AdjustableClock):
                 self.clock.set(stored_now)  # the simulated time survives a restart
             self._now = max(self._now, stored_now)
-        self._organisations.update(self._rows("organisations"))
-        for key, principal in self._rows("tokens"):
+        self._organisations.update(self._rows("organisations", source))
+        for key, principal in self._rows("tokens", source):
             if hashed_tokens:
                 self._tokens[key] = principal
             else:
@@ -215,25 +225,26 @@ class PersistentWorld:
                 self._tokens[token_digest(key)] = principal
                 self._touch("tokens", key)
                 self._touch("tokens", token_digest(key))
-        for _, cluster in self._rows("clusters"):
+        # Rows come back in key order: clusters are listed in the order they were made (``seq``).
+        for cluster in sorted((c for _, c in self._rows("clusters", source)), key=lambda c: (c.seq, c.id)):
             self._clusters[cluster.id] = cluster
-        for _, pool in self._rows("pools"):
+        for _, pool in self._rows("pools", source):
             self._clusters[pool.cluster_id].pools[pool.id] = pool
             self._pools[pool.id] = pool
         for cluster in self._clusters.values():
             cluster.pools = dict(sorted(cluster.pools.items(), key=lambda item: item[1].seq))
             cluster.node_names = {w.name for p in cluster.pools.values() for w in p.workers.values() if w.name}
         operations: dict[str, list[Operation]] = {}
-        for _, op in self._rows("operations"):
+        for _, op in self._rows("operations", source):
             operations.setdefault(op.cluster_id, []).append(op)
             self._operations[op.id] = op
         for cluster_id, of_cluster in operations.items():
             # Rows come back in key order: sort them by seq and rebuild the running indexes.
             for forgotten in self._clusters[cluster_id].load_operations(of_cluster):
                 self._forget_operation(forgotten)
-        for key, inventory in self._rows("inventory"):
+        for key, inventory in self._rows("inventory", source):
             self._clusters[key].inventory = inventory
-        self.idempotency.load(self._rows("idempotency"))
+        self.idempotency.load(self._rows("idempotency", source))
 
     def _forget_operation(self, op: Operation) -> None:
         """An operation that left the cluster's kept history (``KEPT_FINISHED_OPERATIONS``): its row goes too."""
@@ -257,13 +268,13 @@ class PersistentWorld:
 
 
 TABLES: Final[dict[str, Table[Any]]] = {
-    "organisations": Table(Organisation, lambda w, key: w._organisations.get(key)),
-    "tokens": Table(Principal, lambda w, key: w._tokens.get(key)),
-    "clusters": Table(Cluster, lambda w, key: w._clusters.get(key)),
-    "pools": Table(Pool, lambda w, key: w._pools.get(key)),
-    "operations": Table(Operation, lambda w, key: w._operations.get(key)),
-    "inventory": Table(Inventory, lambda w, key: c.inventory if (c := w._clusters.get(key)) else None),
-    "idempotency": Table(StoredAnswer, lambda w, key: w.idempotency.answers.get(key)),
+    "organisations": Table(Organisation, lambda w, key: w._organisations.get(key), lambda w: w._organisations),
+    "tokens": Table(Principal, lambda w, key: w._tokens.get(key), lambda w: w._tokens),
+    "clusters": Table(Cluster, lambda w, key: w._clusters.get(key), lambda w: w._clusters),
+    "pools": Table(Pool, lambda w, key: w._pools.get(key), lambda w: w._pools),
+    "operations": Table(Operation, lambda w, key: w._operations.get(key), lambda w: w._operations),
+    "inventory": Table(Inventory, lambda w, key: c.inventory if (c := w._clusters.get(key)) else None, lambda w: w._clusters),
+    "idempotency": Table(StoredAnswer, lambda w, key: w.idempotency.answers.get(key), lambda w: w.idempotency.answers),
 }
 
 __all__ = ["TABLES", "PersistentWorld", "Table", "decode", "encode"]

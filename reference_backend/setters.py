@@ -79,6 +79,8 @@ class WorldSetters(Simulation):
             kubernetes_version=kubernetes_version,
             tags=list(tags),
             created_at=created_at or self._now,
+            # Not from the name counter, so that installing a cluster names nothing else differently.
+            seq=max((c.seq for c in self._clusters.values()), default=0) + 1,
         )
         for request in pools:
             planned = rules.pool_from_create(request, self._tier(request.size), pool_id="pending")

@@ -271,6 +271,7 @@ class Cluster:
     kubernetes_version: str
     tags: list[str]
     created_at: datetime
+    seq: int = 0  # the order clusters were made in, which ``GET /clusters`` keeps across a restart or a snapshot
     # Pools, operations and the inventory are rows of their own tables.
     pools: dict[str, Pool] = field(default_factory=dict, metadata=NOT_IN_ROW)
     # The running operations and the kept finished ones (``KEPT_FINISHED_OPERATIONS``), oldest first

@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # imported by the fixtures: the xdist controller, which runs 
     from reference_backend.clock import ManualClock
     from tests.postgres import PostgresServer
 
+# pytester runs small example suites the way a user's project would (tests/reference_backend/testing/).
+pytest_plugins = ["pytester"]
+
 ADMIN_TOKEN = "test-admin-token"
 BASE_URL = "http://door.test"
 

@@ -27,8 +27,9 @@ NOT_RUN = "# not run:"
 INSTALL = "python3 -m venv .venv && .venv/bin/pip install -q -e . && "
 """The first half of the README's demo command: it needs the package index; MAYA_DOCS_INSTALL=1 runs it."""
 
+# `reference-backend snapshot save|restore` is a client of a running backend, not a server.
 SERVER = re.compile(
-    r"\bmaya[-_]tools(?:\.cli)? (?:serve .*--transport streamable-http|reference-backend)\b"
+    r"\bmaya[-_]tools(?:\.cli)? (?:serve .*--transport streamable-http|reference-backend(?! snapshot))\b"
     r"|\bnode tests/oidc/provider\.mjs\b"  # the test OpenID provider of deploy.md's walk-through
 )
 NPM_CI = re.compile(r"^\(cd (tests/[\w/]+) && npm ci\)$")

@@ -10,6 +10,8 @@ REPO = Path(__file__).resolve().parent.parent
 RULES_DOC = REPO / "docs" / "door-api-rules.md"
 SHARED_RULES_DOC = REPO.parent / "shared" / "door-api-rules.md"
 RULE_TESTS = REPO / "tests" / "reference_backend"
+BACKEND_DOC = REPO / "docs" / "reference-backend.md"
+DIFFERS = "## Where it differs from Door"
 
 RULE_ID = re.compile(r"R-[A-Z]+-\d\d")
 CITED_ID = re.compile(r"\bR-[A-Z]+-\d\d\b")
@@ -73,3 +75,28 @@ def test_rules_doc_is_the_shared_catalogue() -> None:
         rows = RULE_ROW.findall(local)
         assert "| id | rule |" in local, "the rule table header `| id | rule |` is missing"
         assert len(rows) >= 50 and len(rows) == len(set(rows)), rows
+
+
+def _decision_rows() -> set[str]:
+    """The catalogue's rules that fix a reading the page leaves open (`**decision**` in their row)."""
+    text = RULES_DOC.read_text(encoding="utf-8")
+    return {match.group(1) for match in RULE_ROW.finditer(text) if "**decision**" in text[match.end() :].split("\n")[0]}
+
+
+def _differences_table() -> list[list[str]]:
+    """The rows of docs/reference-backend.md's "Where it differs from Door" table, as cells."""
+    section = BACKEND_DOC.read_text(encoding="utf-8").split(DIFFERS, 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]  # without the header
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows]
+
+
+def test_every_decision_row_says_what_the_reference_backend_does() -> None:
+    """Each **decision** of the catalogue has a row in the reference backend's page naming its rule id first,
+    with what the page leaves open and what the backend does; every id there exists."""
+    assert {"R-AUTH-01", "R-ADD-09", "R-CREDIT-01"} <= _decision_rows()
+    rows = _differences_table()
+    assert all(len(cells) == 3 and all(cells) for cells in rows), rows
+    named = {rule for cells in rows for rule in CITED_ID.findall(cells[0])}
+    missing = sorted(_decision_rows() - named)
+    assert not missing, f"decision rows with no entry under {DIFFERS!r} in docs/reference-backend.md: {missing}"
+    assert named <= _catalogue_ids(), sorted(named - _catalogue_ids())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
@@ -256,3 +257,18 @@ async def test_a_state_file_with_raw_token_keys_is_rewritten_to_digests(tmp_path
     with closing(sqlite3.connect(state)) as db:
         keys = {row[0] for row in db.execute("SELECT key FROM tokens")}
     assert keys == {token_digest(token) for token in seed.DEMO_TOKENS}
+
+
+async def test_a_state_file_from_before_clusters_kept_their_order_still_loads(tmp_path: Path) -> None:
+    """A row without a field that has a default (a cluster's ``seq``, added later) loads with the default."""
+    state = tmp_path / "door.sqlite"
+    ReferenceBackend(ManualClock(), state_path=state).close()
+    with closing(sqlite3.connect(state)) as db, db:
+        for key, doc in db.execute("SELECT key, doc FROM clusters").fetchall():
+            row = json.loads(doc)
+            del row["seq"]
+            db.execute("UPDATE clusters SET doc = ? WHERE key = ?", (json.dumps(row), key))
+    reopened = ReferenceBackend(ManualClock(), state_path=state)
+    async with serve(reopened) as door:
+        listed = (await door.get("/v1/public/clusters", headers=ADMIN)).json()["items"]
+    assert [c["name"] for c in listed] == ["payments-prod", "payments-staging"]
