@@ -39,7 +39,6 @@ from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
 
 from backend_client.errors import Unauthorized
-from maya_tools.auth.connect import PATH as CONNECT_PATH
 from maya_tools.auth.errors import DoorNotConnected
 from maya_tools.auth.tokens import Principal, VerifiedToken
 from maya_tools.channels.page_link import rides_input_required
@@ -112,7 +111,9 @@ def person_of(ctx: Context[Any, Any], missing: DoorNotConnected) -> Principal | 
 
 
 def connect_page(runtime: Runtime) -> str:
-    return f"{(runtime.public_url or '').rstrip('/')}{CONNECT_PATH}" if runtime.public_url else "/connect"
+    from maya_tools.auth.connect import PATH  # with the sign-in and JOSE: only a server with OAuth gets here
+
+    return f"{(runtime.public_url or '').rstrip('/')}{PATH}" if runtime.public_url else PATH
 
 
 def answers_connect(ctx: Context[Any, Any]) -> bool:
