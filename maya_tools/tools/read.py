@@ -202,13 +202,22 @@ def register(mcp: MCPServer[Any]) -> None:
         waited = DEFAULT_FRESH_TIMEOUT if wait_for_fresh else 0.0
         with door_errors():
             found = await door.resolve_cluster(cluster)
-            nodes = await door.node_page(found.id, pool, offset=offset, limit=limit, fresh=wait_for_fresh)
+            pools = [p.name for p in found.node_pools]
+            nodes = await door.node_page(
+                found.id, pool, offset=offset, limit=limit, fresh=wait_for_fresh, pools=pools
+            )
             if nodes.cold and not wait_for_fresh:
                 # R-NODE-03: a cold read has no items, which is not "0 workers". Wait for the refresh it
                 # queued, as long as the planner waits, and say "not known yet" if it does not land.
                 waited = NODES_FRESH_TIMEOUT
                 nodes = await door.node_page(
-                    found.id, pool, offset=offset, limit=limit, fresh=True, fresh_timeout=NODES_FRESH_TIMEOUT
+                    found.id,
+                    pool,
+                    offset=offset,
+                    limit=limit,
+                    fresh=True,
+                    fresh_timeout=NODES_FRESH_TIMEOUT,
+                    pools=pools,
                 )
         result = tidy(
             NodesResult(

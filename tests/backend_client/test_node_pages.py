@@ -115,3 +115,13 @@ def test_a_changed_envelope_fails_as_the_contract_model_does() -> None:
     with pytest.raises(ValueError, match="next_refresh_at"):
         freshness_of(json.dumps({"cluster_id": "c", "items": [], "total": 0, "cold": True, "stale": False}).encode())
     assert freshness_of(body(next_refresh_at="2026-10-01T12:00:05Z", stale=True))[0] is False
+
+
+def test_naming_the_pools_counts_the_same_and_a_worker_of_another_pool_is_counted_too() -> None:
+    """``pools`` only makes counting faster: a worker of a pool the caller did not name (a pool added
+    since the cluster was read) is counted like the others."""
+    content = body(worker("a"), worker("b", pool="q"), worker("c", pool="new", status="Hibernating"))
+    expected = [(c.pool, c.status, c.count) for c in node_page(content, limit=1).counts]
+    assert expected == [("new", "Hibernating", 1), ("p", "Running", 1), ("q", "Running", 1)]
+    for named in (["p", "q", "new"], ["p", "q"], ["p"]):
+        assert [(c.pool, c.status, c.count) for c in node_page(content, limit=1, pools=named).counts] == expected
