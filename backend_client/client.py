@@ -281,13 +281,10 @@ class DoorClient:
         fresh_timeout: float = DEFAULT_FRESH_TIMEOUT,
         pools: Collection[str] = (),
     ) -> NodePage:
-        """As ``list_nodes``, but only ``limit`` workers from ``offset`` are parsed into models; every
-        worker is counted by pool and status (``NodePage.counts``). Door's freshness is kept.
-        ``pools`` (the cluster's pool names, when the caller has read them) makes counting faster."""
+        """As ``list_nodes``, but only ``limit`` workers from ``offset`` are parsed into models; every worker
+        is counted by pool and status (``NodePage.counts``; ``pools``, the cluster's names, count faster)."""
         response = await self._read_nodes(cluster_id, pool, fresh, fresh_timeout)
-        return parse_with(
-            response, "NodeList", lambda body: node_page(body, offset=offset, limit=limit, pools=pools)
-        )
+        return parse_with(response, "NodeList", lambda body: node_page(body, offset=offset, limit=limit, pools=pools))
 
     async def _read_nodes(
         self, cluster_id: str, pool: str | None, fresh: bool, fresh_timeout: float
