@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -279,11 +279,12 @@ class DoorClient:
         limit: int | None = None,
         fresh: bool = False,
         fresh_timeout: float = DEFAULT_FRESH_TIMEOUT,
+        pools: Collection[str] = (),
     ) -> NodePage:
-        """As ``list_nodes``, but only ``limit`` workers from ``offset`` are parsed into models; every
-        worker is counted by pool and status (``NodePage.counts``). Door's freshness is kept."""
+        """As ``list_nodes``, but only ``limit`` workers from ``offset`` are parsed into models; every worker
+        is counted by pool and status (``NodePage.counts``; ``pools``, the cluster's names, count faster)."""
         response = await self._read_nodes(cluster_id, pool, fresh, fresh_timeout)
-        return parse_with(response, "NodeList", lambda body: node_page(body, offset=offset, limit=limit))
+        return parse_with(response, "NodeList", lambda body: node_page(body, offset=offset, limit=limit, pools=pools))
 
     async def _read_nodes(
         self, cluster_id: str, pool: str | None, fresh: bool, fresh_timeout: float

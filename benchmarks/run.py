@@ -1,7 +1,7 @@
 """Issue 10's table, measured in one run: each measure beside its anchor, interleaved and repeated.
 
 Run: .venv/bin/python benchmarks/run.py [--repeat N] [--cards N] [--runs N] [--json PATH]
-     [--postgres postgresql://… [--throughput-cards N] [--only-stores]]
+     [--postgres postgresql://… [--throughput-cards N] [--only-stores]] [--only-slow]
 
 Anchors: the reference backend's own GET of the same data (for list_nodes, the backend in its own
 uvicorn process on loopback; elsewhere the FastAPI app over ASGI, same process), an empty ``MCPServer`` with one trivial tool over the same SDK client, and a bare FastAPI
@@ -336,12 +336,17 @@ async def planning(tmp: Path, cards: int) -> None:
     row("backend requests to plan one card (warm catalog)", requests, None, "≤ 2", requests <= 2, "requests")
 
 
-def cold_start(repeat: int) -> None:
+def cold_start(repeat: int, tmp: Path) -> None:
+    """A fresh interpreter that builds the server pointed at Door (nothing is sent to it), opens its
+    SQLite card store and answers initialize + tools/list, against one with an empty ``MCPServer``."""
+    store = tmp / "cold" / "cards.sqlite3"
+    store.parent.mkdir(exist_ok=True)
     ours_code = (
         "import os, anyio; os.environ['DOOR_API_URL']='http://door.invalid'; os.environ['DOOR_TOKEN']='t';"
+        f"os.environ['MAYA_CARD_STORE']={str(store)!r};"
         "from mcp import Client; from maya_tools.server import build_server; from maya_tools.settings import Settings\n"
         "async def main():\n"
-        "    async with Client(build_server(Settings.from_env() if hasattr(Settings,'from_env') else Settings()), mode='legacy') as c:\n"
+        "    async with Client(build_server(Settings.from_env()), mode='legacy') as c:\n"
         "        await c.list_tools()\n"
         "anyio.run(main)"
     )
@@ -419,18 +424,25 @@ def main() -> None:
     parser.add_argument("--postgres", help="a postgresql:// URL for the card-store throughput lines")
     parser.add_argument("--throughput-cards", type=int, default=200)
     parser.add_argument("--only-stores", action="store_true", help="measure only the card-store throughput lines")
+    parser.add_argument(
+        "--only-slow", action="store_true", help="measure only list_nodes (time and peak RSS) and the cold start"
+    )
     args = parser.parse_args()
     logging.disable(logging.INFO)  # the HTTP clients log every request
+    every = not (args.only_stores or args.only_slow)
     with tempfile.TemporaryDirectory() as tmp:
         if not args.only_stores:
             anyio.run(remote_reads, args.repeat, Path(tmp))  # first: the peak RSS is measured there
+        if every:
             anyio.run(reads, args.repeat, Path(tmp))
             anyio.run(planning, Path(tmp), args.cards)
             anyio.run(approved_runs, Path(tmp), args.runs)
-        anyio.run(store_throughput, Path(tmp), args.postgres, args.throughput_cards)
-    if not args.only_stores:
-        anyio.run(busiest_step)
-        cold_start(args.repeat)
+        if not args.only_slow:
+            anyio.run(store_throughput, Path(tmp), args.postgres, args.throughput_cards)
+        if every:
+            anyio.run(busiest_step)
+        if not args.only_stores:
+            cold_start(args.repeat, Path(tmp))
     header = f"{'measure':<64} {'ours':>10} {'anchor':>10} {'ratio':>7}  {'goal':<20} met"
     print(header)
     for r in ROWS:

@@ -16,7 +16,7 @@ from typing import Any
 
 from confirmation_cards.actions import ACTIONS
 from confirmation_cards.models import Card, CardWarning, FieldChange
-from confirmation_cards.render import ENVIRONMENT, amount, ident, quoted, safe_text, show
+from confirmation_cards.render import amount, environment, ident, quoted, safe_text, show
 
 FORM_MAX = 600
 
@@ -94,7 +94,7 @@ def _plan(card: Card, name: int) -> str:
 
 def _render(card: Card, name: int, changes: list[str], warnings: list[str], closing: bool) -> str:
     return (
-        ENVIRONMENT.get_template("form.txt.j2")
+        environment().get_template("form.txt.j2")
         .render(
             card=card,
             title=f"{ACTIONS[card.action].title} {quoted(safe_text(card.target, name))}",

@@ -43,17 +43,19 @@ there ``[Approve](x)`` would still be a link, if only to a relative address.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
-
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from typing import TYPE_CHECKING, Any
 
 from confirmation_cards.actions import ACTIONS
 from confirmation_cards.models import Card
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 NAME_LIMIT = 64
 MESSAGE_LIMIT = 400
@@ -145,7 +147,10 @@ def _defang_json(text: str) -> str:
 
 
 def _line(value: object) -> str:
-    text = "".join(" " if unicodedata.category(ch) in _STRIP else ch for ch in str(value))
+    text = str(value)
+    if text.isascii() and text.isprintable() and "  " not in text and text.strip(" ") == text:
+        return text  # printable ASCII (no category in _STRIP) already one line: most of Door's names
+    text = "".join(" " if unicodedata.category(ch) in _STRIP else ch for ch in text)
     return " ".join(text.split())
 
 
@@ -314,8 +319,12 @@ def signed(value: float) -> str:
     return f"{value:+.2f}"
 
 
+@functools.cache
 def environment() -> Environment:
-    """The one Environment every card template is loaded through."""
+    """The one Environment every card template is loaded through, made (and jinja2 imported) when the
+    first card is rendered: a server that only starts and lists its tools never loads it."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
     env = Environment(
         loader=PackageLoader("confirmation_cards", "templates"),
         undefined=StrictUndefined,
@@ -345,14 +354,18 @@ def environment() -> Environment:
     return env
 
 
-ENVIRONMENT = environment()
+def __getattr__(name: str) -> Any:
+    # ``ENVIRONMENT``, as callers named it before it was made on first use.
+    if name == "ENVIRONMENT":
+        return environment()
+    raise AttributeError(f"module 'confirmation_cards.render' has no attribute {name!r}")
 
 
 def render_text(card: Card) -> str:
     """The card as plain text (the text content of an MCP tool result)."""
-    return ENVIRONMENT.get_template("card.txt.j2").render(card=card)
+    return environment().get_template("card.txt.j2").render(card=card)
 
 
 def render_markdown(card: Card) -> str:
     """The card as Markdown (an elicitation message, a chat message)."""
-    return ENVIRONMENT.get_template("card.md.j2").render(card=card)
+    return environment().get_template("card.md.j2").render(card=card)

@@ -20,7 +20,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 from backend_client import DoorClient
-from backend_client.tls import verifying_tls
+from backend_client.tls import VerifyingTransport, verifying_tls
 from confirmation_cards import ApprovalService, Card, CardStore, Planner, RoleMemory, token_fingerprint
 from confirmation_cards.models import CardOwner
 from confirmation_cards.stores import is_postgres, open_store
@@ -277,7 +277,7 @@ async def open_runtime(
         embedded_token = embedded.admin_token
     else:
         assert settings.door_api_url is not None
-        http = httpx2.AsyncClient(timeout=30.0, verify=verifying_tls())
+        http = httpx2.AsyncClient(timeout=30.0, transport=VerifyingTransport())  # TLS made on the first call
         base_url = settings.door_api_url
         logger.info("Door API at %s", base_url)
     service = ApprovalService(

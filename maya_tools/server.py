@@ -7,7 +7,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from importlib import metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from mcp.server.apps import client_supports_apps
 from mcp.server.context import ServerRequestContext
@@ -91,6 +91,48 @@ def argument_problems(error: ValidationError) -> str:
 _TOOLS: dict[tuple[Any, ...], Tool] = {}
 """Each tool as the SDK first built it from its function, by the function's code and registration."""
 
+_OUTPUTS: dict[Any, tuple[Any, bool, dict[str, Any]]] = {}
+"""The output model, wrapping and derived (not yet compacted) output schema of each return annotation."""
+
+
+def _tool_from(
+    fn: Callable[..., Any],
+    name: str | None,
+    title: str | None,
+    description: str | None,
+    annotations: ToolAnnotations | None,
+    meta: dict[str, Any] | None,
+    structured_output: bool | None,
+) -> Tool:
+    """``Tool.from_function``, except that an output schema is derived once per return annotation.
+
+    Seven change tools return ``Annotated[CallToolResult, ChangeResult]``, whose schema (the whole card)
+    is most of what deriving one costs; a cold start (an IDE starting the server) paid it seven times.
+    A later tool with the same annotation is built without structured output and given the model and
+    a copy of the schema: ``FuncMetadata``'s fields are read live, as the SDK documents, and the
+    ``tools/list`` snapshot (tests/maya_tools/test_tools_list.py) shows the schemas unchanged."""
+    try:
+        returns = get_type_hints(fn, include_extras=True).get("return") if structured_output is not False else None
+    except (NameError, TypeError):  # the SDK reports an annotation it cannot read in its own words
+        returns = None
+    known = _OUTPUTS.get(returns) if returns is not None else None
+    tool = Tool.from_function(
+        fn,
+        name=name,
+        title=title,
+        description=description,
+        annotations=annotations,
+        meta=meta,
+        structured_output=False if known is not None else structured_output,
+    )
+    metadata = tool.fn_metadata
+    if known is not None:
+        metadata.output_model, metadata.wrap_output, schema = known
+        metadata.output_schema = copy.deepcopy(schema)
+    elif returns is not None and metadata.output_schema is not None:
+        _OUTPUTS[returns] = (metadata.output_model, metadata.wrap_output, copy.deepcopy(metadata.output_schema))
+    return tool
+
 
 class MayaServer(MCPServer[Runtime]):
     """``MCPServer`` whose refusals of a call, not only of a tool body, say what to do."""
@@ -140,15 +182,7 @@ class MayaServer(MCPServer[Runtime]):
         )
         first = _TOOLS.get(key)
         if first is None:
-            first = _TOOLS[key] = Tool.from_function(
-                fn,
-                name=name,
-                title=title,
-                description=description,
-                annotations=annotations,
-                meta=meta,
-                structured_output=structured_output,
-            )
+            first = _TOOLS[key] = _tool_from(fn, name, title, description, annotations, meta, structured_output)
             compact_tool(first)
         metadata = first.fn_metadata.model_copy(
             update={"output_schema": copy.deepcopy(first.fn_metadata.output_schema)}

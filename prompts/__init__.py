@@ -17,8 +17,11 @@ import functools
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 __all__ = [
     "MCP_PROMPTS",
@@ -50,7 +53,10 @@ def arg(value: object, limit: int = ARG_LIMIT) -> str:
 
 @functools.cache
 def environment() -> Environment:
-    """The one Environment every prompt template is loaded through."""
+    """The one Environment every prompt template is loaded through (jinja2 is imported here, when
+    the first template with markup is rendered)."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
     env = Environment(
         loader=PackageLoader("prompts", "templates"),
         undefined=StrictUndefined,
@@ -69,7 +75,27 @@ def render(template: str, /, **values: object) -> str:
     Raises ``jinja2.TemplateNotFound`` for an unknown template and ``jinja2.UndefinedError`` when a
     value the template uses is missing.
     """
+    text = plain(template)
+    if text is not None:
+        return text
     return environment().get_template(template).render(**values)
+
+
+_MARKUP = ("{{", "{%", "{#", "\r")
+
+
+@functools.cache
+def plain(template: str) -> str | None:
+    """The text of ``template`` when it has no jinja2 markup at all (what jinja2 would render from it,
+    unchanged), else None. The server's instructions are such a file: every start sends them at
+    ``initialize``, and this way a start does not import jinja2 for them."""
+    if template.startswith("_") or "/" in template:
+        return None
+    source = resources.files("prompts").joinpath("templates", template)
+    if not source.is_file():
+        return None  # jinja2 raises TemplateNotFound
+    text = source.read_text(encoding="utf-8")
+    return None if any(mark in text for mark in _MARKUP) else text
 
 
 def system_prompt(*, backend_description: str, user: str | None = None) -> str:

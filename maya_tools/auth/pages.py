@@ -8,13 +8,16 @@ the site, and posts forms only to this server.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
+
+if TYPE_CHECKING:
+    import jinja2
 
 HEADERS = {
     "Cache-Control": "no-store",
@@ -26,19 +29,27 @@ HEADERS = {
 }
 FORM_BODY_LIMIT = 8_192
 
-ENVIRONMENT = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    """The pages' templates, loaded when the first page is served: a server that shows none (stdio)
+    never imports jinja2 for them."""
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def page(
     template: str, *, status_code: int = 200, headers: dict[str, str] | None = None, **context: Any
 ) -> HTMLResponse:
-    html = ENVIRONMENT.get_template(template).render(**context)
+    html = environment().get_template(template).render(**context)
     return HTMLResponse(html, status_code=status_code, headers={**HEADERS, **(headers or {})})
 
 

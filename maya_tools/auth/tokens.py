@@ -30,16 +30,17 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
-import jwt
-from jwt.types import Options
 from mcp.server.auth.provider import AccessToken
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, ValidationError
 
 from maya_tools.auth.errors import IssuerUnavailable, TokenRefused
 from maya_tools.auth.issuer import IssuerKeys
+
+if TYPE_CHECKING:
+    from jwt.types import Options
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +148,8 @@ class JwtTokenVerifier:
 
     async def check(self, token: str) -> VerifiedToken:
         """The verified token; raises ``TokenRefused`` naming the failed check, or ``IssuerUnavailable``."""
+        import jwt  # with its cryptography, on the first token: a server without OAuth never loads it
+
         try:
             header = jwt.get_unverified_header(token)
             unverified = jwt.decode(token, options={"verify_signature": False})

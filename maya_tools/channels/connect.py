@@ -29,7 +29,7 @@ content the model reads.
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -39,11 +39,12 @@ from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
 
 from backend_client.errors import Unauthorized
-from maya_tools.auth.connect import PATH as CONNECT_PATH
 from maya_tools.auth.errors import DoorNotConnected
-from maya_tools.auth.tokens import Principal, VerifiedToken
 from maya_tools.channels.page_link import rides_input_required
 from maya_tools.runtime import Runtime
+
+if TYPE_CHECKING:
+    from maya_tools.auth.tokens import Principal
 
 _E = TypeVar("_E", bound=BaseException)
 
@@ -101,6 +102,10 @@ def verified_person(ctx: Context[Any, Any]) -> Principal | None:
     scope = getattr(ctx.request_context.request, "scope", None)
     user = scope.get("user") if isinstance(scope, dict) else None
     token = user.access_token if isinstance(user, AuthenticatedUser) else get_access_token()
+    if token is None:
+        return None  # no OAuth: the token verifier (and its models) is never loaded
+    from maya_tools.auth.tokens import VerifiedToken
+
     return token.principal if isinstance(token, VerifiedToken) else None
 
 
@@ -112,7 +117,9 @@ def person_of(ctx: Context[Any, Any], missing: DoorNotConnected) -> Principal | 
 
 
 def connect_page(runtime: Runtime) -> str:
-    return f"{(runtime.public_url or '').rstrip('/')}{CONNECT_PATH}" if runtime.public_url else "/connect"
+    from maya_tools.auth.connect import PATH  # with the sign-in and JOSE: only a server with OAuth gets here
+
+    return f"{(runtime.public_url or '').rstrip('/')}{PATH}" if runtime.public_url else PATH
 
 
 def answers_connect(ctx: Context[Any, Any]) -> bool:

@@ -55,7 +55,7 @@ import secrets
 import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 import anyio
@@ -69,10 +69,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from confirmation_cards import Card, CardNotFound, CardStatus, lifecycle, token_fingerprint
-from confirmation_cards.render import ENVIRONMENT
+from confirmation_cards.render import environment
 from maya_tools.auth.pages import HEADERS, read_form, same_origin
-from maya_tools.auth.tokens import Principal
 from maya_tools.runtime import Runtime
+
+if TYPE_CHECKING:
+    from maya_tools.auth.tokens import Principal
 
 logger = logging.getLogger("maya_tools")
 
@@ -356,7 +358,7 @@ def _answer(
         "refresh": refresh,
         "refresh_seconds": REFRESH_SECONDS,
     }
-    html = ENVIRONMENT.get_template("card.html.j2").render(**context)
+    html = environment().get_template("card.html.j2").render(**context)
     return HTMLResponse(html, status_code=status_code, headers=headers)
 
 

@@ -15,7 +15,7 @@ from confirmation_cards import Card, CardStatus
 from confirmation_cards.actions import ACTIONS
 from confirmation_cards.form import form_message
 from confirmation_cards.models import AuditEvent
-from confirmation_cards.render import ENVIRONMENT, clean_text, code, quoted, safe_text, when
+from confirmation_cards.render import clean_text, code, environment, quoted, safe_text, when
 from maya_tools.channels.form import ChangeResult
 from maya_tools.tools.results import answer
 
@@ -72,7 +72,7 @@ def _audit_line(event: AuditEvent) -> str:
 def card_text(card: Card, audit: list[AuditEvent]) -> str:
     """``get_card``: the card's status in words, what it changes, its request and digest, its result
     and its latest audit events. The whole card, rendered, is in ``structuredContent``."""
-    words: Any = ENVIRONMENT.get_template("_words.j2").module
+    words: Any = environment().get_template("_words.j2").module
     lines = [
         f"{headline(card)}: {card.status.value}, {words.status(card)}.",
         f"Expires {when(card.expires_at)}.",

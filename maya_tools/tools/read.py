@@ -15,7 +15,7 @@ from backend_client.errors import OperationFailed
 from backend_client.nodes import NodePage
 from confirmation_cards.planner import NODES_FRESH_TIMEOUT
 from confirmation_cards.plans import PLAN_POLL
-from confirmation_cards.render import ENVIRONMENT, clean_text, one_line
+from confirmation_cards.render import clean_text, environment, one_line
 from maya_tools.channels.form import card_errors
 from maya_tools.errors import door_errors
 from maya_tools.runtime import runtime_of
@@ -202,13 +202,22 @@ def register(mcp: MCPServer[Any]) -> None:
         waited = DEFAULT_FRESH_TIMEOUT if wait_for_fresh else 0.0
         with door_errors():
             found = await door.resolve_cluster(cluster)
-            nodes = await door.node_page(found.id, pool, offset=offset, limit=limit, fresh=wait_for_fresh)
+            pools = [p.name for p in found.node_pools]
+            nodes = await door.node_page(
+                found.id, pool, offset=offset, limit=limit, fresh=wait_for_fresh, pools=pools
+            )
             if nodes.cold and not wait_for_fresh:
                 # R-NODE-03: a cold read has no items, which is not "0 workers". Wait for the refresh it
                 # queued, as long as the planner waits, and say "not known yet" if it does not land.
                 waited = NODES_FRESH_TIMEOUT
                 nodes = await door.node_page(
-                    found.id, pool, offset=offset, limit=limit, fresh=True, fresh_timeout=NODES_FRESH_TIMEOUT
+                    found.id,
+                    pool,
+                    offset=offset,
+                    limit=limit,
+                    fresh=True,
+                    fresh_timeout=NODES_FRESH_TIMEOUT,
+                    pools=pools,
                 )
         result = tidy(
             NodesResult(
@@ -303,7 +312,7 @@ async def follow_plan(ctx: Context[Any, Any], card_id: str, within: float) -> li
     """Follow the caller's plan card until it leaves ``executing`` or ``within`` seconds (Door's time) pass,
     one progress notification per change of a step; returns its steps in words."""
     runtime = runtime_of(ctx)
-    words: Any = ENVIRONMENT.get_template("_words.j2").module
+    words: Any = environment().get_template("_words.j2").module
     with card_errors():
         card = await runtime.service.get(card_id, principal=runtime.principal(ctx))
     if not card.steps:
