@@ -70,6 +70,27 @@ async def test_an_absolute_count_is_not_said_back_and_a_question_makes_no_card(
     assert await operations(door) == before
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_called_off_change_and_an_amount_per_node_make_no_card(
+    server: MCPServer[Any], door: httpx2.AsyncClient, mode: str
+) -> None:
+    """Issue 26, point 10, through the real chat and server: nothing is planned, nothing reaches Door."""
+    before = await operations(door)
+    shown, approval = await chat(
+        server,
+        mode,
+        "forget about replacing payments-prod-workers-abc12, it recovered on its own",
+        "give the workers 16 GiB per node",
+        "scale workers to 3. actually, cancel that",
+    )
+    assert approval.answers == [] and "Approve this change?" not in shown
+    assert "→ replace_node" not in shown and "→ scale_node_pool" not in shown and "→ change_pool_tier" not in shown
+    assert "you called off 'forget about replacing payments-prod-workers-abc12'" in shown
+    assert "16 GiB per node means moving pool workers on payments-prod" in shown and "change_pool_tier" in shown
+    assert "you called off what you asked before 'cancel that'" in shown
+    assert await operations(door) == before
+
+
 async def test_the_world_is_what_the_server_lists(server: MCPServer[Any]) -> None:
     async with Client(server) as client:
         world = await read_world(client)

@@ -12,6 +12,9 @@ answers (DESIGN.md "Approval: what must hold", 1).
   may name (exact, a dash part such as "prod", or a typo; two candidates are asked about).
 - ``chatter``: what a message says around its request (greetings, thanks, reasons, "is that
   possible?"), left out of the reading; the safety checks still read the message as typed.
+- ``negation``: what a message calls off (a change in the scope of "don't", "forget about", "hold
+  off on", "cancel that", ...), left out of the reading and checked again by ``safety``.
+- ``units``: a number's unit ("16 GiB", "$5", "50%"): an amount, never a count; memory and vCPU name tiers.
 - ``parts`` / ``reading`` / ``sentence``: the parts of one request wherever they appear, and its
   refusals; ``intent`` the change or read its words ask for; ``new_pool`` a new pool's parts in any order, ``tier_words`` a tier said by
   what it changes ("more memory for batch, same cpu").

@@ -20,6 +20,9 @@ def build(world: World, f: Frame) -> ToolCall:
     if f.intent == "scale":
         count = f.count
         info = world.pool(c or "", p or "")
+        if f.spec is not None and info is not None and info.size and info.size not in f.spec and count is not None:
+            said = texts.amount_with_count(p or "", c or "", info.size, f.spec_said, f.spec, count)
+            raise Question(said, replace(f, spec=None))  # "4 nodes with 16 GiB each": a count of another tier
         if info is not None and info.size and (other := _other_tier(f, info.size)):
             raise Question(texts.other_tier(p or "", c or "", info.size, other), replace(f, size=None, family=None))
         relative = f.factor is not None or (f.delta is not None and (count is None or f.count == abs(f.delta)))
@@ -138,6 +141,11 @@ def build(world: World, f: Frame) -> ToolCall:
     if f.intent == "tier":
         if f.size is not None and world.tiers and f.size not in world.tiers:
             raise Question(texts.unknown_tier(f.size, tuple(world.tiers)), replace(f, size=None))
+        if f.size is None and f.spec is not None:  # "16 GiB per node": the tiers that have it, or that none does
+            now = world.pool(c or "", p or "")
+            amount = texts.Amount(f.spec_said, f.spec, tuple(world.tiers))
+            asked = texts.tier_for_amount(p or "", c or "", now.size if now else None, amount)
+            raise Question(asked, replace(f, spec=None))
         if f.size is None:
             tiers = texts.one_of(tuple(world.tiers)) if world.tiers else "one of 'list machine tiers'"
             raise Question(f"Which machine tier should pool {p} on {c} move to: {tiers}?", f)

@@ -50,6 +50,9 @@ class Interpreter:
         if not said or _HELP.fullmatch(said):
             return Reply("help", texts.HELP)
         r = read(text, self.world, self.tiers_asked)
+        if (r.called_off or r.called_off_before) and r.refusal is None and (r.intent is None or not r.has_parts):
+            self.pending = None  # "forget about replacing k7m2p, it recovered": nothing is asked for (issue 26)
+            return Reply("clarify", texts.called_off(r.called_off, r.called_off_before))
         one_change = (
             r.intent in _READS or r.intent in _NO_CLUSTER or r.intent == "add"
         )  # a new pool's parts join with "and"

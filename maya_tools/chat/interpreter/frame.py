@@ -45,6 +45,8 @@ class Frame:
     follow: str | None = None
     one_word_clusters: bool = False
     asked_read: bool = False  # the words asked for this read (not a fallback for words with no verb)
+    spec: tuple[str, ...] | None = None  # the tiers with the memory or vCPU per node said ("16 GiB")
+    spec_said: str = ""
 
 
 class Refusal(Exception):
@@ -92,6 +94,8 @@ def from_reading(intent: Intent, r: Reading, base: Frame | None = None) -> Frame
         f = replace(f, bad_name=r.bad_name)
     f = replace(f, soft_off=r.soft_off, family=r.family or f.family, follow=r.follow or f.follow)
     f = replace(f, keep_name=f.keep_name or r.keep_name)
+    if r.spec is not None:
+        f = replace(f, spec=r.spec, spec_said=r.spec_said)
     if r.labels is not None or r.tags is not None:
         f = replace(f, label_mode=r.label_mode, drop_keys=r.drop_keys, label_key=r.label_key)
     if r.factor is not None:

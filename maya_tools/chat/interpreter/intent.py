@@ -10,6 +10,7 @@ from maya_tools.chat.interpreter.parts import CREATE as _CREATE
 from maya_tools.chat.interpreter.parts import NEW_POOL as _NEW_POOL
 from maya_tools.chat.interpreter.sentence import Intent, Reading
 from maya_tools.chat.interpreter.tier_words import FAMILY, RELATIVE_SPEC
+from maya_tools.chat.interpreter.units import has_amount
 from maya_tools.chat.interpreter.words import UNITS
 
 
@@ -77,6 +78,10 @@ _INFO = _rx(
     r"\b(?:status|state|capacity|cost|costs|price|spend|how\s+big|describe|details?|info|information|overview|"
     r"about|health|healthy|summary|look\s+like|show|get)\b"
 )
+_PER_NODE = _rx(
+    rf"\b(?:per|each|every|a)\s+(?:node|machine|worker|instance|vm|box|server)\b|\beach\b"
+    rf"|_\d+(?:gib|vcpu)(?:\s+(?:of\s+)?(?:ram|memory|mem|cpu|compute))?\s+{UNITS}\b"
+)
 _CLUSTERS = _rx(r"\bclusters\b|\bany\s+cluster\b")
 _QUESTION = _rx(r"^(?:is|are|was|were|did|does|do|has|have|any|what|what's|whats|which|how|when|where|why)\b")
 
@@ -141,6 +146,12 @@ def intent(r: Reading, text: str, pairs: dict[str, str]) -> Intent | None:
         )
         and has_pool
     ):
+        return "tier"
+    if has_pool and r.spec is not None and r.count is None and r.delta is None and r.factor is None:
+        # "give the workers 16 GiB per node": memory or vCPU per node comes with a tier, never a count (issue 26);
+        # the one tier that has it is proposed only when the words ask for it per node or with a verb
+        if not (TIER_VERB.search(text) or _PER_NODE.search(text)):
+            r.size = None
         return "tier"
     if AUTOSCALE.search(text) or re.search(r"\bfixed\b", text):
         off = _OFF.search(text) or re.search(r"\b(?:don'?t|do\s+not|never|no)\s+(?:\w+\s+)?auto", text)
@@ -230,7 +241,7 @@ def question_read(r: Reading, text: str) -> Intent | None:
         return None  # "and on staging?": the earlier request, somewhere else
     tiers = re.search(
         r"\b(?:gb|gib|ram|memory|vcpus?|cpus?|cores?|cheapest|cheaper|priciest|expensive|tiers?|sizes|"
-        r"machine\s+types?|instance\s+types?|flavou?rs?|biggest|largest|smallest|beefiest|fastest)\b|\d+\s*gb\b",
+        r"machine\s+types?|instance\s+types?|flavou?rs?|biggest|largest|smallest|beefiest|fastest)\b|_\d+(?:gib|vcpu)\b",
         text,
     )
     per_hour = _PRICE.search(text) and re.search(r"\b(?:per\s+hour|hourly|an\s+hour|/h(?:r|our)?)\b", text)
@@ -248,7 +259,7 @@ def question_read(r: Reading, text: str) -> Intent | None:
     if re.search(r"\bclusters?\s+(?:called|named)\b", text):
         return "list_clusters"  # "do we have a cluster called payments-dev?": the list answers it
     clusters = r.clusters or (r.cluster_typed if r.blind else None)
-    if re.search(r"\d+\s*(?:gb|gib|gigs?)\b|\b\d+\s*(?:vcpus?|cpus?|cores?)\b", text):
+    if has_amount(text, "gib", "vcpu"):
         return "tiers"  # "can the workers machines have 16 gigs of memory each?": the catalog answers
     if r.pools and re.search(
         r"\b(?:max(?:imum)?|min(?:imum)?|most|least|allowed|bounds?|limits?|auto[\s-]?scal\w*)\b", text

@@ -143,7 +143,8 @@ def find_names(r: Reading, world: World) -> None:
             and not re.fullmatch(SIZE, word)
             and not re.fullmatch(r"[a-z]\d", word)  # a tier family ("instead of c5"), never a name
             and not re.fullmatch(
-                r"\d+(?:gb|gib|tb|mb|gigs?|xl|x|cpus?|vcpus?|h|hrs?|mins?|s)", word
+                r"\d+(?:gb|gib|tb|mb|gigs?|xl|x|cpus?|vcpus?|h|hrs?|mins?|s|mib|tib|vcpu|ghz|usd|eur|gbp|pct|ms|sec|min|hour|day|rate)",
+                word,
             )  # "16gb": a quantity
             and word not in r.pools
             and word not in world.pools()

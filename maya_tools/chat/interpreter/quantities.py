@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from maya_tools.chat.interpreter.names import World
+from maya_tools.chat.interpreter.units import amounts
 from maya_tools.chat.interpreter.words import UNITS, VOCABULARY
 
 # "m5 large", "c5 2xl", "r5.xlarge", "dks c5 xl": the catalog's families and sizes
@@ -125,7 +126,7 @@ class Relative:
 
 
 def relative(text: str) -> Relative:
-    if m := re.search(r"(?:\bby\s+|\+\s?|-\s?)(\d+)\s*(?:%|percent\b|per\s+cent\b)", text):
+    if m := re.search(r"(?:\bby\s+|\+\s?|-\s?)_(\d+)pct\b", text):  # "by 50%", marked "_50pct" (``units``)
         down = re.search(r"\b(?:down|decrease|shrink|reduce|lower|cut|drop|fewer|less)\b|-\s?\d", text)
         return Relative(factor=1 - int(m[1]) / 100 if down else 1 + int(m[1]) / 100)  # "by 50%"
     if m := re.search(r"\b(double|twice|triple|treble|quadruple|halve|half)\b(?!-)", text):  # never "double-check"
@@ -154,10 +155,10 @@ def tier_by_spec(text: str, world: World) -> str | None:
     if not tiers:
         return None
     narrowed = False
-    if m := re.search(r"\b(\d+)\s*(?:vcpus?|cpus?|cores?)\b", text):
-        tiers, narrowed = {t: i for t, i in tiers.items() if i.vcpu == int(m[1])}, True
-    if m := re.search(r"\b(\d+)\s*(?:gb|gib|gigs?)\b", text):
-        tiers, narrowed = {t: i for t, i in tiers.items() if i.memory_gib == int(m[1])}, True
+    if vcpu := amounts(text, "vcpu"):  # the reader marks "8 cores" as "_8vcpu" (``units``)
+        tiers, narrowed = {t: i for t, i in tiers.items() if i.vcpu == vcpu[0]}, True
+    if memory := amounts(text, "gib"):
+        tiers, narrowed = {t: i for t, i in tiers.items() if i.memory_gib == memory[0]}, True
     if not tiers:
         return None
     if re.search(r"\b(?:most|largest|biggest|max(?:imum)?)\s+(?:memory|ram)\b", text):

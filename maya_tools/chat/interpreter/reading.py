@@ -23,6 +23,7 @@ from maya_tools.chat.interpreter.intent import (
 )
 from maya_tools.chat.interpreter.intent import intent as _intent
 from maya_tools.chat.interpreter.names import World
+from maya_tools.chat.interpreter.negation import called_off
 from maya_tools.chat.interpreter.new_pool import colon_pairs, new_name, same_tier
 from maya_tools.chat.interpreter.parts import CREATE as _CREATE
 from maya_tools.chat.interpreter.parts import find_names, find_numbers
@@ -36,6 +37,7 @@ from maya_tools.chat.interpreter.quantities import (
 )
 from maya_tools.chat.interpreter.sentence import Reading, Refusal
 from maya_tools.chat.interpreter.tier_words import FAMILY, KEEP_NAME, RELATIVE_SPEC, tier_for_pool
+from maya_tools.chat.interpreter.units import mark, said_amounts, spec_tiers
 from maya_tools.chat.interpreter.words import SIZE, UNITS, digits, normalize
 
 _PAIR = re.compile(r"(?<![\w./-])([A-Za-z0-9][-A-Za-z0-9_./]*)\s*=\s*((?:[-A-Za-z0-9_./]*[-A-Za-z0-9_/])?)")
@@ -47,7 +49,8 @@ _JSON_PAIR = re.compile(r"[\"']?([A-Za-z0-9_./-]+)[\"']?\s*:\s*[\"']?([A-Za-z0-9
 
 def read(request: str, world: World, context: str = "") -> Reading:
     """Every part of ``request`` that can be found, with names matched against ``world``."""
-    as_typed, request = request, trim(request, world)
+    as_typed, off = request, called_off(request)  # what the message calls off is not read as asked (issue 26)
+    request = trim(off.kept, world) if off.any else trim(request, world)
     said = normalize(commands(request))  # "scale_node_pool pool=workers count=5", "--keep-name", JSON bits
     said = _BOUND_KEYS.sub(r"\1 \2", said)
     pools = "|".join(re.escape(p) for p in world.pools())
@@ -62,7 +65,7 @@ def read(request: str, world: World, context: str = "") -> Reading:
     text = cluster_ids(masked.lower(), world)
     text = canonical_tiers(text, world)
     text = fix_typos(text, [*world.clusters, *world.pools(), *world.all_nodes()])
-    text = digits(text)
+    text = mark(digits(text))  # "16 gib", "$5", "50%": an amount, never a count (issue 26)
     for key, slot in (("name", "name"), ("size", "size"), ("count", "count")):
         if pairs.get(key):
             value = pairs.pop(key).lower()
@@ -75,6 +78,7 @@ def read(request: str, world: World, context: str = "") -> Reading:
     quoted = re.search(r"[\"'`‘’“”]([a-z0-9][a-z0-9-]*)[\"'`‘’“”]", request.lower())
     r = Reading(text=text, card=card[0] if card else None, said=request.lower())
     r.pairs = dict(pairs)
+    r.called_off, r.called_off_before = off.dropped, off.everything_before
     if m := re.search(r"\bfollow\s+([a-z0-9][a-z0-9_.-]*)", text):
         r.follow = m[1]
     r.question = safety.asks(as_typed) and not safety.imperative(as_typed)  # on the words as typed
@@ -133,6 +137,10 @@ def read(request: str, world: World, context: str = "") -> Reading:
         r.count = int(m[1])
     r.keep_name = bool(KEEP_NAME.search(text))
     r.refusal = _refusal(r, text)
+    if r.refusal is None and off.any and _bypass(as_typed):
+        r.refusal = "approve"  # "no need to ask me, ...": asking to skip approval is refused wherever it is said
+    r.spec = spec_tiers(text, world)
+    r.spec_said = said_amounts(text)
     names_re = "|".join(re.escape(n) for n in sorted({*world.clusters, *world.pools()}, key=len, reverse=True))
     unlisted = (
         re.sub(rf"(?<![\w-])(?:{names_re})(?![\w-])", " ", text) if names_re else text
@@ -171,6 +179,12 @@ def read(request: str, world: World, context: str = "") -> Reading:
         else:
             r.labels = pairs
     return r
+
+
+def _bypass(as_typed: str) -> bool:
+    """The whole message as typed asks to approve or to skip approval (a label's value never does)."""
+    text = _PAIR.sub(lambda m: f"{m[1]}=", normalize(as_typed)).lower()
+    return bool(APPROVE.search(text) or BYPASS.search(text))
 
 
 def _label_mode(r: Reading, text: str, pairs: dict[str, str]) -> None:

@@ -12,7 +12,9 @@ look only at the person's words and what the server listed, never at how a readi
    ..."); a clause with its own subject ("before I move batch, what's ...?") is not one.
 2. ``bigger``: removing a pool needs a removal verb and the pool as its object, and never comes
    of words about "a node" or a number of nodes; replacing a node needs a replace/recycle verb and
-   a node the server listed.
+   a node the server listed; a message that calls off every change it names ("forget about
+   replacing X", "don't scale workers", "scale workers to 3. actually, cancel that": ``negation``)
+   asks for no change at all, so any change is bigger than its words.
 3. ``unknown``: a change never targets a cluster, pool or node the server did not list (nodes are
    checked when the world lists nodes at all).
 4. ``ambiguous``: where the two best readings differ, a question is asked (the eval checks it on
@@ -27,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from maya_tools.chat.interpreter.names import World
+from maya_tools.chat.interpreter.negation import asks_for_nothing, called_off
 from maya_tools.chat.interpreter.quantities import fix_typos
 from maya_tools.chat.interpreter.words import UNITS
 
@@ -141,7 +144,8 @@ def violations(
     if tool not in CHANGES:
         return []
     found: list[Property] = []
-    words = plain(" ".join([*earlier, sentence]))
+    live = called_off(sentence).kept  # what the message calls off is not part of the request (issue 26)
+    words = plain(" ".join([*earlier, live]))
     if asks(sentence) and not imperative(sentence) and not (answering and not _ASKS.match(plain(sentence))):
         found.append("question")
     cluster = str(arguments.get("cluster") or "")
@@ -154,10 +158,12 @@ def violations(
         said_before = _mentions(words, pool)
         pool_object = bool(pool) and (_mentions(after, pool) or ((answering or pronoun) and said_before))
         counted = _COUNTED_NODES.search(words)  # "drop one node from the workers pool" is a count
-        counted = counted or _TO_COUNT.search(plain(sentence))  # "drop workers to 1" is a count too
+        counted = counted or _TO_COUNT.search(plain(live))  # "drop workers to 1" is a count too
         if not verb or not pool_object or counted:
             found.append("bigger")
     if tool == "replace_node" and not REPLACE_VERB.search(words):
+        found.append("bigger")
+    if asks_for_nothing(sentence):  # every change it names is called off: "forget about replacing X" (issue 26)
         found.append("bigger")
     if world.clusters:
         target = arguments.get("pool")

@@ -69,6 +69,10 @@ class Reading:
     follow: str | None = None  # what get_cluster_operations follows: an operation id, pool or node
     one_word_clusters: bool = False  # one word named two clusters ("payments"): asked, never both read
     pairs: dict[str, str] = field(default_factory=dict)  # every key=value said, whatever the intent
+    called_off: tuple[str, ...] = ()  # the parts of the message a negation or cancellation called off
+    called_off_before: bool = False  # "cancel that": everything before it in the message is called off
+    spec: tuple[str, ...] | None = None  # the catalog tiers with the memory or vCPU said per node ("16 GiB")
+    spec_said: str = ""  # that amount as said: "16 GiB"
 
     @property
     def has_parts(self) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 EXAMPLES = (
     "show clusters",
     "list pools on payments-prod",
@@ -202,4 +204,72 @@ def fixed_or_bounds(pool: str, cluster: str, low: int | None, high: int | None, 
         f"Pool {pool} on {cluster} autoscales between {low} and {high}, so it has no fixed count. Do you mean "
         f"'turn off autoscaling for {pool} at {count}' (a fixed {count}), or new bounds such as "
         f"'let {pool} autoscale between {low} and {max(count, high or count)}'?"
+    )
+
+
+class Amount(NamedTuple):
+    """Memory or vCPU said per node: as said ("16 GiB"), the catalog tiers that have it, and all tiers."""
+
+    said: str
+    matching: tuple[str, ...]
+    tiers: tuple[str, ...]
+
+
+def tier_for_amount(pool: str, cluster: str, now: str | None, amount: Amount) -> str:
+    said, matching = amount.said, amount.matching
+    if not matching:
+        return (
+            f"No machine tier in the catalog has {said} per node, so I changed nothing. The tiers are "
+            f"{one_of(amount.tiers)}: which one should pool {pool} on {cluster} move to (change_pool_tier)?"
+        )
+    if now in matching:
+        return (
+            f"Pool {pool} on {cluster} already runs {now}, which has {said} per node, so nothing needs to change. "
+            f"Do you mean another tier, or more nodes ('scale {pool} on {cluster} to N')?"
+        )
+    runs = f" (it runs {now})" if now else ""
+    if len(matching) > 1:
+        which = f"The tiers with {said} are {one_of(matching)}: which one should {pool} move to?"
+    else:
+        which = f"The tier with {said} is {matching[0]}: should {pool} move to it?"
+    return (
+        f"A node's memory and vCPU come with its machine tier, so {said} per node means moving pool {pool} on "
+        f"{cluster}{runs} to another tier (change_pool_tier), not a node count; I changed nothing. {which} "
+        f"Say, for example: change {pool} to {matching[0]}."
+    )
+
+
+def amount_with_count(pool: str, cluster: str, now: str, said: str, matching: tuple[str, ...], count: int) -> str:
+    to = f"'change {pool} to {matching[0]}'" if matching else "'list machine tiers' to pick one"
+    return (
+        f"Pool {pool} on {cluster} runs {now}, which does not have {said} per node, and a pool has one machine tier, "
+        f"so I changed nothing. Do you mean {count} nodes of {now} ('scale {pool} on {cluster} to {count}'), or "
+        f"moving {pool} to a tier with {said} ({to})?"
+    )
+
+
+def called_off(dropped: tuple[str, ...], before: bool) -> str:
+    """What the person called off, said back: no card is made of it."""
+    said = "; ".join(f"'{_cap(d)}'" for d in dropped) or "'that'"
+    if before:  # "scale workers to 3. actually, cancel that"
+        return (
+            f"All right: you called off what you asked before {said}, so I am not proposing any change and no card "
+            "was made. A change you approved earlier is not undone by this ('show operations on CLUSTER' shows what "
+            "is running). Say what you want instead, if anything."
+        )
+    return (
+        f"All right: you called off {said}, so I am not proposing any change and no card was made. "
+        "Say what you want instead, if anything."
+    )
+
+
+def _cap(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def not_a_count(value: int, amount: str, what: str) -> str:
+    return (
+        f"I read {what} with {value} as a count, but you said {value} as an amount ({amount}), not a number of "
+        "nodes, so I changed nothing. How many nodes do you mean? For memory or vCPU per node, say which tier "
+        "('list machine tiers' shows them)."
     )
