@@ -9,8 +9,6 @@ played by a card whose lease names a dead process and whose step records say whe
 from __future__ import annotations
 
 import itertools
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -38,6 +36,7 @@ from confirmation_cards.stores import AuditEntry
 from confirmation_cards.tier_plan import plan_tier_change
 from reference_backend import seed
 from reference_backend.clock import ManualClock
+from tests.confirmation_cards.test_outcomes import dead_pid
 from tests.conftest import ADMIN_TOKEN, BASE_URL, auth
 
 pytestmark = pytest.mark.anyio
@@ -123,11 +122,6 @@ async def plan_card(door: DoorClient, clock: ManualClock, store: SqliteCardStore
     planner = Planner(door, clock=clock.now, principal=OWNER)
     card = await plan_tier_change(planner, "payments-prod", "workers", "dks.c5.2xlarge", **options)
     return await store.create(card)
-
-
-def dead_pid() -> int:
-    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True)
-    return int(finished.stdout)
 
 
 async def killed_after(

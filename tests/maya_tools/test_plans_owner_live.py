@@ -28,6 +28,7 @@ from tests.maya_tools.auth.test_serve_oauth import World
 from tests.maya_tools.channels.live import LiveBrowser, digest, signed_in_client
 from tests.maya_tools.conftest import Person
 from tests.maya_tools.live import REF_ADMIN, Proc, base_env, free_port, wait_until
+from tests.maya_tools.test_plans_live import DoorClock  # it moves any world with an admin plane
 from tests.oidc import ADMIN, SERVER_CLIENT_ID, SERVER_CLIENT_SECRET, OpenIDProvider
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
@@ -136,28 +137,6 @@ def pools(world: World) -> dict[str, str]:
         )
     assert cluster.status_code == 200, cluster.text
     return {p["name"]: p["lifecycle"] for p in cluster.json()["node_pools"]}
-
-
-class DoorClock:
-    """Door's manual clock moved 5 s every few milliseconds from a thread, once started."""
-
-    def __init__(self, world: World) -> None:
-        self.world, self.stopped, self.started = world, threading.Event(), False
-
-    def start(self) -> None:
-        if not self.started:
-            self.started = True
-            threading.Thread(target=self._run, daemon=True).start()
-
-    def _run(self) -> None:
-        while not self.stopped.wait(0.02):
-            self.world.admin("POST", "/_reference/clock/advance", json={"seconds": 5})
-
-    def __enter__(self) -> DoorClock:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stopped.set()
 
 
 async def disconnect_in_the_database(world: World) -> None:
