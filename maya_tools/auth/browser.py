@@ -46,7 +46,7 @@ from maya_tools.auth.errors import AuthError
 from maya_tools.auth.issuer import IssuerKeys
 from maya_tools.auth.pages import HEADERS, origin_of, page, read_form, same_origin
 from maya_tools.auth.storage import AuthDatabase
-from maya_tools.auth.tokens import KEY_TYPES, NAME_CLAIMS, Principal, key_fits
+from maya_tools.auth.tokens import KEY_TYPES, NAME_CLAIMS, Principal, display_name, key_fits
 
 logger = logging.getLogger(__name__)
 
@@ -382,15 +382,7 @@ class BrowserSignIn:
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject:
             raise SignInFailed("The ID token names nobody (sub).")
-        name = next(
-            (
-                str(claims[c]).strip()[:200]
-                for c in self.name_claims
-                if isinstance(claims.get(c), str) and claims[c].strip()
-            ),
-            None,
-        )
-        return Principal(issuer=self.issuer, subject=subject, name=name)
+        return Principal(issuer=self.issuer, subject=subject, name=display_name(claims, self.name_claims))
 
     # --- cookies ---------------------------------------------------------------------------------
 

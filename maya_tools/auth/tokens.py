@@ -20,7 +20,8 @@ Keys come only from the issuer's JWKS: a token's own ``jwk``, ``jku`` or ``x5u``
 
 The result is the SDK's ``AccessToken`` (``VerifiedToken``) with the scopes (``scope`` or ``scp``),
 the resource, and the principal: the issuer plus ``sub``, and a readable name from the first present
-claim of ``name_claims`` (``email``, then ``preferred_username``) for the audit. A refusal is logged
+claim of ``name_claims`` (``email`` when ``email_verified`` is true, then ``preferred_username``;
+else the audit shows ``sub``) for the audit. A refusal is logged
 with its reason, never with the token.
 """
 
@@ -241,15 +242,26 @@ class JwtTokenVerifier:
         return int(times["exp"])
 
     def _name(self, claims: dict[str, Any]) -> str | None:
-        for claim in self.name_claims:
-            value = claims.get(claim)
-            if isinstance(value, str) and value.strip():
-                return value.strip()[:200]
-        return None
+        return display_name(claims, self.name_claims)
+
+
+def display_name(claims: dict[str, Any], name_claims: Sequence[str]) -> str | None:
+    """The first of ``name_claims`` that ``claims`` has as a non-empty string, else None (the person is
+    then shown by ``sub``). ``email`` counts only with ``email_verified`` true: anyone may type any
+    address into an account at many issuers, so an unverified one would let them pose as its owner."""
+    for claim in name_claims:
+        value = claims.get(claim)
+        if claim == "email" and claims.get("email_verified") is not True:
+            continue
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:200]
+    return None
 
 
 def key_fits(jwk: dict[str, Any], alg: str) -> bool:
     """Whether ``jwk`` may verify ``alg``: its type and curve, and its own ``alg``/``use`` if it names them."""
+    if alg not in KEY_TYPES:
+        return False  # no key verifies an algorithm outside the allow-list (`none`, HMAC, …)
     kty, crv = KEY_TYPES[alg]
     return (
         jwk.get("kty") == kty

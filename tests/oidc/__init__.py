@@ -48,6 +48,7 @@ class User:
     email: str
     password: str
     preferred_username: str
+    email_verified: bool = True
 
 
 ADMIN = User("admin", "admin@door.test", "admin-password", "admin")
@@ -95,8 +96,14 @@ class OpenIDProvider:
         signing: Mapping[str, str] | None = None,
         issuer: str | None = None,
         redirect_uris: Sequence[str] = (),
+        users: Sequence[User] | None = None,
+        keys: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         self.resources = list(resources)
+        self.users = None if users is None else list(users)
+        """The accounts (default: ``ADMIN`` and ``MEMBER``)."""
+        self.keys = None if keys is None else [dict(key) for key in keys]
+        """The signing keys as private JWKs (default: new ones at every start)."""
         self.redirect_uris = [REDIRECT_URI, *redirect_uris]
         """The server's own client's redirect URIs: a served ``/auth/callback`` besides the tests' own."""
         self.signing = dict(signing or {})
@@ -123,6 +130,12 @@ class OpenIDProvider:
             "MAYA_OAUTH_CLIENT_SECRET": SERVER_CLIENT_SECRET,
             "MAYA_OAUTH_REDIRECT_URIS": " ".join(self.redirect_uris),
         }
+        if self.users is not None:
+            env["OIDC_USERS"] = json.dumps(
+                [{**vars(user), "name": user.preferred_username.title()} for user in self.users]
+            )
+        if self.keys is not None:
+            env["OIDC_KEYS"] = json.dumps(self.keys)
         with open(self.log, "ab") as log:
             self._process = subprocess.Popen(
                 argv, cwd=FOLDER, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log

@@ -9,8 +9,10 @@
 //
 // Environment: MAYA_OAUTH_CLIENT_ID / MAYA_OAUTH_CLIENT_SECRET / MAYA_OAUTH_REDIRECT_URIS (space
 // separated) preconfigure the MCP server's own confidential client (authorization code + PKCE);
-// OIDC_USERS (a JSON list of {sub, email, password, name, preferred_username}) replaces the two
-// default accounts. Signing keys are made at every start, so a restart rotates them.
+// OIDC_USERS (a JSON list of {sub, email, password, name, preferred_username, email_verified (default
+// true)}) replaces the two default accounts. Signing keys are made at every start, so a restart
+// rotates them, unless OIDC_KEYS (a JSON list of private JWKs) gives them: a test that must sign a
+// token with the issuer's own key (another `iss`, say) then holds it.
 //
 // The interaction pages are this script's own, not the package's devInteractions (which accept any
 // name and password): GET /interaction/:uid shows a login form (fields `login`, `password`, posted to
@@ -53,11 +55,9 @@ function signingKey(type, options) {
   return { ...privateKey.export({ format: 'jwk' }), kid: randomUUID(), use: 'sig' };
 }
 
-const keys = [
-  signingKey('rsa', { modulusLength: 2048 }),
-  signingKey('ec', { namedCurve: 'P-256' }),
-  signingKey('ed25519', {}),
-];
+const keys = process.env.OIDC_KEYS
+  ? JSON.parse(process.env.OIDC_KEYS)
+  : [signingKey('rsa', { modulusLength: 2048 }), signingKey('ec', { namedCurve: 'P-256' }), signingKey('ed25519', {})];
 
 const clients = [];
 if (process.env.MAYA_OAUTH_CLIENT_ID) {
@@ -94,7 +94,13 @@ const provider = new Provider(issuer, {
     return {
       accountId: sub,
       async claims() {
-        return { sub, email: user.email, email_verified: true, name: user.name, preferred_username: user.preferred_username };
+        return {
+          sub,
+          email: user.email,
+          email_verified: user.email_verified ?? true,
+          name: user.name,
+          preferred_username: user.preferred_username,
+        };
       },
     };
   },
@@ -103,7 +109,8 @@ const provider = new Provider(issuer, {
   async extraTokenClaims(ctx, token) {
     if (token.kind !== 'AccessToken' || !token.accountId) return undefined;
     const user = account(token.accountId);
-    return user ? { email: user.email, preferred_username: user.preferred_username } : undefined;
+    if (!user) return undefined;
+    return { email: user.email, email_verified: user.email_verified ?? true, preferred_username: user.preferred_username };
   },
   responseTypes: ['code'],
   pkce: { methods: ['S256'], required: () => true },

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import serialization
 from maya_tools.auth import IssuerKeys, JwtTokenVerifier, TokenRefused
 from maya_tools.auth.tokens import LEEWAY
 from maya_tools.settings import Settings
-from tests.maya_tools.auth.conftest import OTHER_RESOURCE, RESOURCE, Clock
+from tests.maya_tools.auth.conftest import OTHER_RESOURCE, RESOURCE, Clock, Fetches
 from tests.oidc import ADMIN, MEMBER, SERVER_CLIENT_ID, OpenIDProvider, claims_of
 
 pytestmark = pytest.mark.anyio
@@ -141,7 +141,7 @@ async def test_a_provider_that_claims_our_issuer_cannot_sign_our_tokens(
 
 
 async def test_alg_none_is_refused(
-    provider: OpenIDProvider, verifier: JwtTokenVerifier, client_http: httpx2.AsyncClient
+    provider: OpenIDProvider, verifier: JwtTokenVerifier, client_http: httpx2.AsyncClient, fetches: Fetches
 ) -> None:
     header, claims, _ = parts(await provider.access_token(client_http, scopes=["maya.read"]))
     claims["scope"] = "maya.read maya.change"
@@ -149,10 +149,11 @@ async def test_alg_none_is_refused(
     unsigned = f"{segment({**header, 'alg': 'none'})}.{segment(claims)}."
 
     assert await refusal(verifier, unsigned) == "algorithm"
+    assert fetches.urls == []  # refused by the allow-list, before any key is looked up
 
 
 async def test_an_hmac_token_signed_with_the_public_key_is_refused(
-    provider: OpenIDProvider, verifier: JwtTokenVerifier, client_http: httpx2.AsyncClient
+    provider: OpenIDProvider, verifier: JwtTokenVerifier, client_http: httpx2.AsyncClient, fetches: Fetches
 ) -> None:
     header, claims, _ = parts(await provider.access_token(client_http, scopes=["maya.read"]))
     jwk = next(key for key in (await provider.jwks(client_http))["keys"] if key["kid"] == header["kid"])
@@ -164,6 +165,7 @@ async def test_an_hmac_token_signed_with_the_public_key_is_refused(
     forged = f"{signing_input}.{b64(hmac.new(public_pem, signing_input.encode(), hashlib.sha256).digest())}"
 
     assert await refusal(verifier, forged) == "algorithm"
+    assert fetches.urls == []  # refused by the allow-list, before any key is looked up
 
 
 @pytest.mark.parametrize("alg", ["none", "HS256", "HS512", "ES256K"])
