@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from confirmation_cards import token_fingerprint
 from maya_tools.auth.cors import BrowserOrigins
+from maya_tools.jsonrpc_body import JsonRpcBodies
 from maya_tools.runtime import DOOR_TOKEN_KEY, Runtime, bearer_of
 
 if TYPE_CHECKING:
@@ -181,15 +182,24 @@ _NOT_FOUND = json.dumps(
 ).encode()
 
 
+SESSION_OWNERS = 100_000
+"""How many session owners ``BindSessions`` keeps (the oldest forgotten first)."""
+
+
 class BindSessions:
     """Bind each MCP session id to the principal whose request created it; refuse it to anyone else.
 
     Runs inside ``RequireBearer`` or ``maya_tools.auth.resource.protect``, so every request has a
     bearer; ``principal`` names its owner (default: the bearer's fingerprint). Owners are kept for the
-    server's life, at most ``limit`` of them (the oldest forgotten first; the SDK expires idle sessions too).
+    server's life, at most ``limit`` of them (the oldest forgotten first; the SDK expires idle sessions
+    too). Fail closed: a session whose owner is not known (never bound here, or forgotten) is answered
+    as one that does not exist, to everyone, its own person included (404: the client starts a new
+    session, as the spec has it do for an unknown ``Mcp-Session-Id``).
     """
 
-    def __init__(self, app: ASGIApp, *, limit: int = 100_000, principal: Callable[[Scope], str] | None = None) -> None:
+    def __init__(
+        self, app: ASGIApp, *, limit: int = SESSION_OWNERS, principal: Callable[[Scope], str] | None = None
+    ) -> None:
         self.app = app
         self.limit = limit
         self.principal = principal or bearer_principal
@@ -201,21 +211,19 @@ class BindSessions:
             return
         principal = self.principal(scope)
         session = _header(scope, SESSION_HEADER)
-        if session is not None:
-            owner = self.owners.get(session)
-            if owner is not None and owner != principal:
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 404,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(_NOT_FOUND)).encode()),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": _NOT_FOUND})
-                return
+        if session is not None and self.owners.get(session) != principal:  # unknown, forgotten or another's
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 404,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(_NOT_FOUND)).encode()),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": _NOT_FOUND})
+            return
 
         async def bind(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -331,11 +339,17 @@ def transport_security(settings: Settings, host: str) -> TransportSecuritySettin
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
+DECIDING_TOOLS = frozenset({"decide_card", "stop_plan"})
+"""Tools that carry a person's decision about a change: they need ``maya.change`` whatever their
+annotations say (``stop_plan`` sends nothing to Door, yet it decides that a plan goes no further)."""
+
+
 def read_tools(server: MayaServer) -> frozenset[str]:
-    """The tools a ``maya.read`` token may call: those annotated read-only. Every other tool, one added
-    later included, needs ``maya.change``."""
+    """The tools a ``maya.read`` token may call: those annotated read-only, never a deciding one. Every
+    other tool, one added later included, needs ``maya.change``."""
     tools = server._tool_manager.list_tools()  # the SDK keeps no public synchronous listing
-    return frozenset(t.name for t in tools if t.annotations is not None and t.annotations.read_only_hint is True)
+    read = {t.name for t in tools if t.annotations is not None and t.annotations.read_only_hint is True}
+    return frozenset(read - DECIDING_TOOLS)
 
 
 def build_app(server: MayaServer, settings: Settings, *, host: str) -> ASGIApp:
@@ -363,7 +377,7 @@ def build_app(server: MayaServer, settings: Settings, *, host: str) -> ASGIApp:
             return "" if person is None else person.key
 
         guarded = protect(
-            BindSessions(DoorTokens(mcp, runtime), principal=owner),
+            JsonRpcBodies(BindSessions(DoorTokens(mcp, runtime), limit=SESSION_OWNERS, principal=owner)),
             verifier=RuntimeVerifier(runtime),
             resource=settings.resource_url,
             read_tools=read_tools(server),
@@ -372,7 +386,7 @@ def build_app(server: MayaServer, settings: Settings, *, host: str) -> ASGIApp:
             Starlette(routes=metadata_routes(settings.resource_url, settings.oauth_issuer)), AuthPages(runtime)
         )
     else:
-        guarded = RequireBearer(BindSessions(mcp))
+        guarded = RequireBearer(JsonRpcBodies(BindSessions(mcp, limit=SESSION_OWNERS)))
     if settings.allowed_origins:
         guarded = BrowserOrigins(guarded, settings.allowed_origins)
     health = health_app(runtime)

@@ -10,29 +10,31 @@ MCP SDK's own resource-server pieces (``mcp.server.auth``).
 - ``RequireScopes`` is the SDK's ``RequireAuthMiddleware`` with what the spec asks of a 401 and 403
   that the SDK's leaves out: ``scope="maya.read maya.change"`` in every ``WWW-Authenticate``, no
   ``error=`` when no token was sent (RFC 6750 §3.1), and a per-tool scope: ``tools/call`` of a tool
-  that is not read-only needs ``maya.change``, a read tool ``maya.read``, anything else either. The
-  tool is known only from the JSON-RPC body, so the body is read here (up to the SDK's own limit)
-  and replayed downstream unchanged: a step-up ``403 insufficient_scope`` is answered before any tool
-  code runs, so no card is made. The SDK has no per-tool hook that could still answer in HTTP.
+  that is not read-only needs ``maya.change``, a read tool ``maya.read``; a JSON-RPC response (the
+  answer to an elicitation, which may approve a card) ``maya.change``; anything else either. The
+  tool is known only from the JSON-RPC body, so the body is read here (``maya_tools.jsonrpc_body``:
+  the one reading every middleware shares, as the SDK reads it) and replayed downstream unchanged: a
+  step-up ``403 insufficient_scope`` is answered before any tool code runs, so no card is made. The
+  SDK has no per-tool hook that could still answer in HTTP.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection
-from typing import Any, cast
+from typing import cast
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from pydantic import AnyHttpUrl
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from maya_tools.auth.tokens import Principal, VerifiedToken
+from maya_tools.jsonrpc_body import Body, read_body
 
 READ = "maya.read"
 CHANGE = "maya.change"
@@ -112,13 +114,11 @@ class RequireScopes(RequireAuthMiddleware):
                 "The token has neither maya.read nor maya.change: sign in granting them",
             )
             return
-        receive, tools = await _peek_tools(scope, receive)
-        for tool in tools:
-            needed = READ if tool in self.read_tools else CHANGE  # an unknown tool needs the most
+        receive, body = await read_body(scope, receive)
+        for what, needed in needs(body, self.read_tools):
             if needed not in held:
-                shown = "".join(ch for ch in tool[:80] if ch.isalnum() or ch in "_-.") or "?"
                 await self._send_auth_error(
-                    send, 403, "insufficient_scope", f"Tool {shown} needs scope {needed}: sign in again granting it"
+                    send, 403, "insufficient_scope", f"{what} needs scope {needed}: sign in again granting it"
                 )
                 return
         await self.app(scope, receive, send)
@@ -142,49 +142,21 @@ class RequireScopes(RequireAuthMiddleware):
         await send({"type": "http.response.body", "body": body})
 
 
-async def _peek_tools(scope: Scope, receive: Receive) -> tuple[Receive, list[str]]:
-    """The tools a POST's ``tools/call`` names (none for anything else), and a ``receive`` that replays
-    the body read. A body past the SDK's limit is not parsed: the SDK refuses it (413) downstream."""
-    if scope.get("method") != "POST":
-        return receive, []
-    messages: list[Message] = []
-    size = 0
-    while True:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request":
-            break
-        size += len(message.get("body", b""))
-        if size > DEFAULT_MAX_REQUEST_BODY_SIZE or not message.get("more_body", False):
-            break
-    replay = _Replay(messages, receive)
-    if size > DEFAULT_MAX_REQUEST_BODY_SIZE or messages[-1]["type"] != "http.request":
-        return replay, []
-    return replay, _tools_of(b"".join(m.get("body", b"") for m in messages))
-
-
-def _tools_of(body: bytes) -> list[str]:
-    """The tools a JSON-RPC body calls (a batch, refused by both protocol generations, counts whole)."""
-    try:
-        parsed: Any = json.loads(body)
-    except ValueError:
-        return []  # the SDK answers a parse error; nothing runs
-    calls = parsed if isinstance(parsed, list) else [parsed]
-    return [
-        name if isinstance(name := call["params"].get("name"), str) else ""
-        for call in calls
-        if isinstance(call, dict) and call.get("method") == "tools/call" and isinstance(call.get("params"), dict)
-    ]
-
-
-class _Replay:
-    """``receive`` that first hands back the messages already read, then the real ``receive``."""
-
-    def __init__(self, messages: list[Message], receive: Receive) -> None:
-        self._messages = list(messages)
-        self._receive = receive
-
-    async def __call__(self) -> Message:
-        if self._messages:
-            return self._messages.pop(0)
-        return await self._receive()
+def needs(body: Body, read_tools: frozenset[str]) -> list[tuple[str, str]]:
+    """What each JSON-RPC message of ``body`` does and the scope it needs (a batch, refused by both
+    protocol generations, counts whole): ``tools/call`` of a read tool ``maya.read``, of any other
+    tool (an unknown one included) ``maya.change``; a JSON-RPC *response* (``result`` or ``error``,
+    no ``method``: on 2025-11-25 the answer to the server's ``elicitation/create``, which only a
+    change tool's call sends and which may approve its card) ``maya.change``. A body that is not
+    JSON-RPC needs nothing here: ``JsonRpcBodies`` refuses it next, and nothing runs."""
+    found: list[tuple[str, str]] = []
+    for message in body.messages:
+        method = message.get("method")
+        if method is None and ("result" in message or "error" in message):
+            found.append(("An answer to the server's request (an elicitation of a change)", CHANGE))
+        elif method == "tools/call" and isinstance(params := message.get("params"), dict):
+            name = params.get("name")
+            tool = name if isinstance(name, str) else ""
+            shown = "".join(ch for ch in tool[:80] if ch.isalnum() or ch in "_-.") or "?"
+            found.append((f"Tool {shown}", READ if tool in read_tools else CHANGE))
+    return found

@@ -410,3 +410,18 @@ async def test_a_request_state_round_is_bound_to_the_person_not_to_one_token(
         assert "requestState" in str(refused.value) or "Invalid" in str(refused.value), refused.value
         assert (await site.cards())[0].status.value == "pending"  # the answer changed nothing
         assert f"Bearer {DEMO_MEMBER_TOKEN}" not in site.door_bearers  # nothing ran for the member
+
+
+async def test_a_deciding_tool_needs_maya_change_even_if_annotated_read_only(site: Served) -> None:
+    """``stop_plan`` sends nothing to Door, and ``decide_card`` is app-only: a read-only annotation on
+    either (a tempting one for ``stop_plan``) must not let a ``maya.read`` token decide (issue 26)."""
+    from maya_tools.http import read_tools
+
+    tools = {tool.name: tool for tool in site.server._tool_manager.list_tools()}
+    assert "get_card" in read_tools(site.server) and not {"stop_plan", "decide_card"} & read_tools(site.server)
+    for name in ("stop_plan", "decide_card"):
+        annotations = tools[name].annotations
+        assert annotations is not None
+        tools[name].annotations = annotations.model_copy(update={"read_only_hint": True})
+
+    assert not {"stop_plan", "decide_card"} & read_tools(site.server)
