@@ -321,3 +321,67 @@ async def test_decide_card_and_stop_plan_need_maya_change(
     assert response.status_code == 403, response.text
     assert f"Tool {tool} needs scope maya.change" in response.headers["www-authenticate"]
     assert patches(fresh, since) == []
+
+
+class MovedRetry(httpx2.AsyncBaseTransport):
+    """Real HTTP, except that the 2026-07-28 retry carrying the card's answer (``inputResponses``) is
+    sent with the read-only token as a call of the read tool ``get_card``, as an attacker would try
+    to slip the answer past the scope check."""
+
+    def __init__(self, world: World, read_token: str) -> None:
+        self.world, self.read_token = world, read_token
+        self.inner = httpx2.AsyncHTTPTransport(verify=verifying_tls())
+        self.moved: list[int] = []
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        body = await request.aread()
+        if b"inputResponses" in body:
+            message = json.loads(body)
+            (card,) = cards(self.world)
+            message["params"] = {**message["params"], "name": "get_card", "arguments": {"card_id": card["id"]}}
+            content = json.dumps(message).encode()
+            kept = ("content-length", "authorization", "mcp-name")
+            headers = {k: v for k, v in request.headers.items() if k.lower() not in kept}
+            if "mcp-name" in request.headers:  # 2026-07-28 repeats the tool's name in a header
+                headers["mcp-name"] = "get_card"
+            request = httpx2.Request(
+                request.method,
+                request.url,
+                headers={**headers, "authorization": f"Bearer {self.read_token}"},
+                content=content,
+            )
+        response = await self.inner.handle_async_request(request)
+        if b"inputResponses" in body:
+            self.moved.append(response.status_code)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_modern_the_answer_moved_onto_a_read_tool_call_is_refused_by_the_seal_and_nothing_runs(
+    fresh: World, tokens: dict[str, str]
+) -> None:
+    """The retry's ``requestState`` is sealed to the tool and arguments of its round (and the person),
+    so the answer cannot ride a read tool's call either: the SDK refuses it before any tool code runs."""
+    since = last_seq(fresh)
+    transport = MovedRetry(fresh, tokens["read"])
+    headers = {"authorization": f"Bearer {tokens['change']}"}
+    async with httpx2.AsyncClient(transport=transport, headers=headers, timeout=30.0) as http:
+        person = SwitchingPerson(http, tokens["change"])  # answers "approve"
+        async with Client(
+            streamable_http_client(fresh.mcp_url, http_client=http), elicitation_callback=person
+        ) as client:
+            try:
+                result = await client.call_tool("scale_node_pool", SCALE)
+            except MCPError as error:
+                refused = str(error)
+            else:
+                assert result.is_error, result
+                refused = str(result.content)
+
+    assert transport.moved and all(status >= 400 for status in transport.moved), transport.moved
+    assert "requestState" in refused or "request state" in refused.lower(), refused
+    (card,) = cards(fresh)
+    assert card["status"] == "pending"
+    assert patches(fresh, since) == []
