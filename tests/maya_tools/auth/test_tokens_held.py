@@ -3,14 +3,15 @@ real provider (``tests.oidc``) started with a key this module holds and such an 
 
 - The issuer check refuses a token signed with the issuer's very key that names another ``iss``,
   because of the issuer check itself: before any key is fetched, with reason ``issuer``.
-- An unverified ``email`` is never the name the audit and ``/connect`` show: ``preferred_username``
-  (else ``sub``) is.
+- An unverified ``email`` is never the name the audit (a verified token, an approved card's audit
+  trail) and ``/connect`` show: ``preferred_username`` (else ``sub``) is.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -23,8 +24,11 @@ from maya_tools.auth import JwtTokenVerifier, TokenRefused
 from maya_tools.auth.credentials import DoorCredentials, open_credentials
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
+from reference_backend.seed import DEMO_ADMIN_TOKEN
 from tests.maya_tools.auth.conftest import RESOURCE, Clock, Fetches
+from tests.maya_tools.auth.served import served
 from tests.maya_tools.auth.site import ORIGIN, Browser, make_site
+from tests.maya_tools.conftest import Person
 from tests.oidc import ADMIN, OpenIDProvider, User, claims_of
 
 pytestmark = pytest.mark.anyio
@@ -127,3 +131,28 @@ async def test_connect_names_the_signed_in_person_by_a_verified_email_only(
     assert f"Signed in as <strong>{shown}</strong>" in page.text
     if user is MALLORY:
         assert "ceo@door.test" not in page.text
+
+
+async def test_the_audit_of_an_approval_names_an_unverified_person_by_username_never_by_the_email(
+    held: OpenIDProvider, client_http: httpx2.AsyncClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serve``'s own app (``build_app``, OAuth, this provider as the issuer) in process: mallory
+    approves a scale card; the card and its audit name her ``mallory (sub mallory, …)``, never
+    ceo@door.test. The name comes from the verified token alike in both protocol generations; in
+    process (ASGI, no streaming) the form round runs on 2026-07-28's ``input_required`` retry."""
+    backend = ReferenceBackend(clock=ManualClock(), seed="demo")
+    async with served(held, backend, tmp_path / "cards.sqlite3", monkeypatch) as site:
+        person = await site.connect_door(MALLORY, DEMO_ADMIN_TOKEN)
+        token = await held.access_token(client_http, MALLORY)
+        async with site.mcp(token, "modern", elicitation_callback=Person()) as client:
+            done = await client.call_tool(
+                "scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": 3}
+            )
+        (card,) = await site.cards()
+        audit = await site.runtime.store.audit(card.id)
+
+    assert done.structured_content is not None and done.structured_content["changed"] is True, done.content
+    assert card.approved_by is not None and card.approved_by.startswith(f"mallory (sub mallory, {person.key}) via ")
+    (approved,) = [event for event in audit if event.event == "approved"]
+    assert approved.by == card.approved_by
+    assert "ceo@door.test" not in card.model_dump_json() + "".join(event.model_dump_json() for event in audit)
