@@ -15,7 +15,7 @@ import threading
 
 class RoleMemory:
     """The (principal, organisation) pairs Door refused a change with ``403`` R-AUTH-03, and those it
-    accepted a change from; the latest answer wins (a role can be taken away or given)."""
+    accepted a change from (a refusal still refuses up front: ``Planner._require_super_admin``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -25,15 +25,13 @@ class RoleMemory:
     def deny(self, principal: str, organisation: str) -> None:
         with self._lock:
             self._denied.add((principal, organisation))
-            self._allowed.discard((principal, organisation))
 
     def allow(self, principal: str, organisation: str) -> None:
         with self._lock:
             self._allowed.add((principal, organisation))
-            self._denied.discard((principal, organisation))
 
     def allowed(self, principal: str | None, organisation: str) -> bool:
-        """Door accepted a change from ``principal`` in ``organisation`` and has refused none since."""
+        """Door accepted a change from ``principal`` in ``organisation``."""
         if principal is None:
             return False
         with self._lock:

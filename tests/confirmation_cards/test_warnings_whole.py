@@ -21,7 +21,7 @@ from backend_client import DoorClient
 from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
 from confirmation_cards import ApprovalService, Card, Planner, RoleMemory, SqliteCardStore
 from confirmation_cards.form import FORM_MAX, form_message
-from confirmation_cards.render import environment, render_markdown, render_text
+from confirmation_cards.render import NAME_SHOWN, environment, name_text, render_markdown, render_text
 from confirmation_cards.tier_plan import plan_tier_change
 from confirmation_cards.warnings import WARNING_MAX, shown
 from maya_tools.channels.form import question
@@ -228,3 +228,11 @@ async def test_the_role_a_change_needs_is_said_until_door_accepts_a_change_of_th
     assert "role_needed" not in [w.code for w in later.warnings]  # Door took this caller's change
     still = await as_member.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=2))
     assert "role_needed" in [w.code for w in still.warnings]  # another caller: not known
+
+
+def test_a_name_is_cut_only_past_the_cards_cap_or_when_escaping_would_double_it() -> None:
+    dotted = "ip-10-0-1-5.eu-west-1.compute.internal"  # defanged and escaped: longer, still whole
+    assert name_text(dotted) == "ip-10-0-1-5\\[.\\]eu-west-1\\[.\\]compute\\[.\\]internal"
+    assert name_text("p" * 63) == "p" * 63
+    hostile = name_text("&<*_`[" * 11)  # 66 characters that escape to five times their length
+    assert len(hostile) <= NAME_SHOWN and hostile.endswith("…") and hostile.startswith("&amp;&lt;\\*")
