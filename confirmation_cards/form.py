@@ -19,12 +19,37 @@ from __future__ import annotations
 
 from confirmation_cards.actions import ACTIONS
 from confirmation_cards.models import Card
-from confirmation_cards.render import amount, change_lines, environment, money, name_text, quoted, warning_text
+from confirmation_cards.render import amount, change_line, environment, money, name_text, quoted, warning_text
 
 FORM_MAX = 900
 
 # The room a map of labels or tags may take in one line, tried in order until the message fits.
 MAP_BYTES = (240, 120, 0)
+
+
+# A new pool's autoscaling is said on one line; its root volume comes from its tier (R-POOL-04) and
+# is in the capacity line.
+NEW_POOL_FOLDED = ("auto_scale", "min_nodes", "max_nodes", "root_volume_size_gib")
+
+
+def _changes(card: Card, map_bytes: int) -> list[str]:
+    """The diff lines the form shows: none for a plan (its line says the tier, a warning the new name)."""
+    if card.steps:
+        return []
+    if card.action == "remove_node_pool":  # one line: what goes, and that it is deleting (R-DEL-02)
+        was = {c.field: c.before for c in card.diff}
+        scaling = f", autoscaling {was.get('min_nodes')} to {was.get('max_nodes')}" if was.get("auto_scale") else ""
+        return [f"pool: {quoted(name_text(was.get('size')))} × {was.get('count')}{scaling} -> deleting"]
+    new = card.action == "add_node_pool"
+    lines = [
+        line
+        for change in card.diff
+        if not (new and change.field in NEW_POOL_FOLDED) and (line := change_line(change, map_bytes=map_bytes))
+    ]
+    bounds = {c.field: c.after for c in card.diff}
+    if new and bounds.get("auto_scale") is True:
+        lines.insert(min(2, len(lines)), f"autoscaling: {bounds.get('min_nodes')} to {bounds.get('max_nodes')} workers")
+    return lines
 
 
 def _capacity(card: Card) -> str:
@@ -63,7 +88,7 @@ def _plan(card: Card) -> str:
     return f"Plan of {len(card.steps)} steps, one approval: {steps}"
 
 
-def _render(card: Card, changes: list[str], changes_left: int, closing: bool) -> str:
+def _render(card: Card, changes: list[str], changes_left: int, closing: bool, pointer: bool = False) -> str:
     return (
         environment()
         .get_template("form.txt.j2")
@@ -78,6 +103,7 @@ def _render(card: Card, changes: list[str], changes_left: int, closing: bool) ->
             price=_price(card),
             warnings=[warning_text(w) for w in card.warnings],
             closing=closing,
+            pointer=pointer,
             whole="get_card" if closing else "the card in `rendered`",
         )
         .rstrip("\n")
@@ -86,20 +112,20 @@ def _render(card: Card, changes: list[str], changes_left: int, closing: bool) ->
 
 def form_message(card: Card, room: int = FORM_MAX, *, closing: bool = True) -> str:
     """The card in at most ``room`` characters of plain text: every warning whole, every name as the
-    card shows it; maps of labels shorter and shorter until it fits, then (never reached for a card
-    this package plans, tested) the last changes left out and counted.
+    card shows it; maps of labels shorter and shorter until it fits (said in words where the whole card
+    is, when there is room), then, with the longest names and maps, the last changes left out and counted.
 
     ``closing``: end with the card's id and where the whole card is (not wanted in ``get_card``)."""
     text = ""
     for map_bytes in MAP_BYTES:
-        # A plan's line says its new tier, and its warning the new name.
-        lines = [] if card.steps else change_lines(card, map_bytes=map_bytes)
-        text = _render(card, lines, 0, closing)
-        if len(text) <= room:
-            return text
+        lines = _changes(card, map_bytes)
+        for pointer in (True, False):
+            text = _render(card, lines, 0, closing, pointer)
+            if len(text) <= room:
+                return text
     while lines:
         lines.pop()
-        text = _render(card, lines, len(change_lines(card, map_bytes=0)) - len(lines), closing)
+        text = _render(card, lines, len(_changes(card, 0)) - len(lines), closing)
         if len(text) <= room:
             return text
     return text

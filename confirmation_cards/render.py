@@ -281,7 +281,7 @@ def words(value: Any, esc: Callable[[object], str] = name_text, *, map_bytes: in
         if not value:
             return "none"
         if map_bytes <= 0:
-            return f"{len(value)} entr{'y' if len(value) == 1 else 'ies'} (the whole card shows them)"
+            return f"{len(value)} entr{'y' if len(value) == 1 else 'ies'}"
         items = sorted(value.items())
         shown: list[str] = []
         used = 0

@@ -189,20 +189,23 @@ async def test_a_node_change_is_said_in_words_not_as_a_json_object(
 
 async def test_a_new_pool_s_defaults_get_no_line_and_maps_are_written_as_entries(planner: Planner) -> None:
     request = PublicNodePoolCreateRequest(name="batch", size="dks.m5.xlarge", count=2, labels={"team": "data"})
+    scaling = request.model_copy(update={"name": "spot", "auto_scale": True, "min_nodes": 1, "max_nodes": 4})
     card = await planner.add_node_pool("payments-prod", request)
-
-    for rendering in (render_text(card), question(card)):
+    autoscaling = await planner.add_node_pool("payments-prod", scaling)
+    text_lines = ["  size: “dks.m5.xlarge”", "  count: 2", "  labels: “team”=“data”", "  root_volume_size_gib: 80"]
+    # The form also leaves out the root volume (the tier's, R-POOL-04; the capacity line says it) and says
+    # a new pool's autoscaling on one line.
+    for rendering, expected in (
+        (render_text(card), text_lines),
+        (question(card), text_lines[:3]),
+        (question(autoscaling), [*text_lines[:2], "  autoscaling: 1 to 4 workers", text_lines[2]]),
+    ):
         changes = [
             line
             for line in re.split(r"\n(?:Planned capacity|Capacity)", rendering)[0].splitlines()
             if line.startswith("  ")
         ]
-        assert changes == [
-            "  size: “dks.m5.xlarge”",
-            "  count: 2",
-            "  labels: “team”=“data”",
-            "  root_volume_size_gib: 80",
-        ]
+        assert changes == expected, rendering
         assert not any("none" in line or "auto_scale" in line or "tags" in line for line in changes), changes
 
 
@@ -236,3 +239,13 @@ def test_a_name_is_cut_only_past_the_cards_cap_or_when_escaping_would_double_it(
     assert name_text("p" * 63) == "p" * 63
     hostile = name_text("&<*_`[" * 11)  # 66 characters that escape to five times their length
     assert len(hostile) <= NAME_SHOWN and hostile.endswith("…") and hostile.startswith("&amp;&lt;\\*")
+
+
+async def test_a_removal_s_form_says_in_one_line_what_goes(planner: Planner, backend: ReferenceBackend) -> None:
+    cluster = backend.cluster(seed.DEMO_CLUSTER_ID)
+    assert cluster is not None
+    backend.install_pool(cluster, PublicNodePoolCreateRequest(name="batch", size="dks.m5.xlarge", count=1))
+    card = await planner.remove_node_pool("payments-prod", "workers")
+
+    assert "\n  pool: “dks.c5.xlarge” × 2 -> deleting\nCapacity: " in question(card)
+    assert "  lifecycle: “active” -> “deleting”" in render_text(card)  # the text card keeps each field

@@ -131,7 +131,7 @@ async def test_the_form_message_says_what_changes_where_the_capacity_price_and_w
     credit = "! this adds 0.34 per hour; Door refuses it with 402 unless prepaid credit covers 24 h of it: 8.16 [R-CREDIT-01]"
     assert credit in lines
     assert "! needs the super_admin role: Door refuses a member with 403 [R-AUTH-03]" in lines
-    assert f"Card {card['id']}, expires" in message
+    assert f"Card {card['id']}, expires" in message and "; get_card shows it whole" in message  # there is room
     assert card["body_digest"] not in message and "/v1/public" not in message  # they stay in the card
 
 
