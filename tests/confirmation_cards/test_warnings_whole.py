@@ -18,8 +18,9 @@ import pytest
 from markupsafe import escape
 
 from backend_client import DoorClient
-from backend_client.models import PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
+from backend_client.models import NodeList, NodePool, PublicNodePoolCreateRequest, PublicNodePoolPatchRequest
 from confirmation_cards import ApprovalService, Card, Planner, RoleMemory, SqliteCardStore
+from confirmation_cards import warnings as w
 from confirmation_cards.form import FORM_MAX, form_message
 from confirmation_cards.render import NAME_SHOWN, environment, name_text, render_markdown, render_text
 from confirmation_cards.tier_plan import plan_tier_change
@@ -249,3 +250,33 @@ async def test_a_removal_s_form_says_in_one_line_what_goes(planner: Planner, bac
 
     assert "\n  pool: “dks.c5.xlarge” × 2 -> deleting\nCapacity: " in question(card)
     assert "  lifecycle: “active” -> “deleting”" in render_text(card)  # the text card keeps each field
+
+
+def test_every_warning_is_one_sentence_of_at_most_140_characters_at_its_extremes() -> None:
+    """Each constructor with the largest numbers (200 workers, prices of six figures) and names at the
+    cards' cap; the stale node list too, which a planner meets only when Door's refresh lags."""
+    pool = NodePool.model_construct(name="p" * 80, min_nodes=200, max_nodes=200)
+    lists = [
+        NodeList.model_construct(cold=cold, stale=stale)
+        for cold, stale in ((True, False), (False, True), (False, False))
+    ]
+    made = [
+        w.labels_warning(),
+        w.autoscale_warning(pool),
+        *(w.unlisted_node_warning(nodes) for nodes in lists),
+        w.node_drained_warning("n" * 300),
+        w.last_ready_warning(),
+        w.scale_down_warning(200, 0),
+        w.drain_warning(200, None, "the node list is not loaded yet"),
+        w.drain_warning(200, None, "the node list is unavailable"),
+        w.drain_warning(200, 200),
+        w.plan_drain_warning(200),
+        w.name_changes_warning("t" * 80),
+        w.credit_warning(999999.99, 23999999.76),
+        w.plan_credit_warning(999999.99, 23999999.76),
+        w.role_warning(),
+    ]
+    assert "out of date" in made[3].message
+    for warning in made:
+        said = shown(warning)
+        assert len(said) <= WARNING_MAX and "\n" not in said, (len(said), said)
