@@ -336,13 +336,6 @@ def change_lines(
     return [line for change in card.diff if (line := change_line(change, esc, map_bytes=map_bytes))]
 
 
-def brief(value: Any, limit: int = MESSAGE_LIMIT) -> str:
-    """A value as compact JSON on one clean line, capped: for the HTML card, which autoescapes it."""
-    if value is None:
-        return "none"
-    return clean_text(json.dumps(value, sort_keys=True, ensure_ascii=False), limit)
-
-
 def _dumps(value: Any, **indent: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=True, **indent)
 
@@ -445,7 +438,6 @@ def environment() -> Environment:
         safe_text=safe_text,
         clean=clean_text,
         line=one_line,
-        brief=brief,
         ident=ident,
         code=code,
         quoted=quoted,
