@@ -31,7 +31,7 @@ from confirmation_cards.answers import explain, proves_nothing_changed
 from confirmation_cards.door import DoorApi
 from confirmation_cards.errors import CardNotFound
 from confirmation_cards.leases import HOST, LEASE, executor_alive
-from confirmation_cards.models import AuditKind, Card, CardResult, CardStatus, request_digest
+from confirmation_cards.models import AuditKind, Card, CardResult, CardStatus, StepStatus, request_digest
 from confirmation_cards.owners import FixedDoor, NoCredential, NoDoor, Owners, current_door
 from confirmation_cards.planner import utc_now
 from confirmation_cards.plans import PLAN_STEP_TIMEOUT, PlanRunner, Progress
@@ -468,4 +468,14 @@ class ApprovalService:
             entry=entry,
             update={"result": result, "decided_at": self._clock()},
         )
+        if moved is not None:
+            self._learn_allowed(moved)
         return moved if moved is not None else await self._require(card.id)
+
+    def _learn_allowed(self, card: Card) -> None:
+        """Door took a change of this card (R-AUTH-03 passed): the caller's role is enough in that organisation."""
+        took = card.status is CardStatus.EXECUTED or any(
+            s.status is StepStatus.DONE and s.kind != "wait" for s in card.steps
+        )
+        if took and card.principal and card.organisation:
+            self.roles.allow(card.principal, card.organisation)

@@ -2,9 +2,14 @@
 
 A form elicitation is read at a glance in a small dialog (VS Code, Claude Code, Cursor), which shows
 plain text: so no code fences and no JSON body here. It says what changes, on which cluster, the
-capacity and price change and the warnings, and names the card, whose exact request and digest stay
-in the full card (``get_card``, the approval page, the card view). Long names, many labels and many
-warnings are abridged, tighter and tighter until it fits, and it says what it left out.
+capacity and price change, every warning whole, and names the card, whose exact request and digest
+stay in the full card (``get_card``, the approval page, the card view).
+
+It keeps to its room by saying less elsewhere, never by cutting or counting a warning (each is at
+most ``WARNING_MAX`` characters, ``confirmation_cards.warnings``) or cutting a name: the defaults a
+new pool takes get no line, an unchanged capacity is said once, and a map of labels shows fewer
+entries (then how many more) until it fits. ``tests/confirmation_cards/test_warnings_whole.py``
+renders every action with every warning the planner makes, with the longest names, within ``FORM_MAX``.
 
 The message is a pure function of the card's planned fields (never its status or the time), so the
 same card renders the same question on every round of the 2026-07-28 flow.
@@ -12,100 +17,93 @@ same card renders the same question on every round of the 2026-07-28 flow.
 
 from __future__ import annotations
 
-from typing import Any
-
 from confirmation_cards.actions import ACTIONS
-from confirmation_cards.models import Card, CardWarning, FieldChange
-from confirmation_cards.render import amount, environment, ident, quoted, safe_text, show
+from confirmation_cards.models import Card
+from confirmation_cards.render import amount, change_line, environment, money, name_text, quoted, warning_text
 
-FORM_MAX = 600
+FORM_MAX = 900
 
-
-# Tried in order until the parts that are always shown fit (title, capacity, price, card line).
-NAME_LIMITS = (64, 32, 16, 8)
-# Room kept for a diff line and a warning when choosing how long names may be.
-RESERVED = 160
-# The first diff lines come before any warning; the rest only after every warning that fits.
-FIRST_CHANGES = 2
-VALUE_LIMITS = (64, 32, 12)
-WARNING_LIMITS = (200, 100, 50)
-CUT = "… (cut to fit; get_card shows all of it)\n"
+# The room a map of labels or tags may take in one line, tried in order until the message fits.
+MAP_BYTES = (240, 120, 0)
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+# A new pool's autoscaling is said on one line; its root volume comes from its tier (R-POOL-04) and
+# is in the capacity line.
+NEW_POOL_FOLDED = ("auto_scale", "min_nodes", "max_nodes", "root_volume_size_gib")
 
 
-def _value(value: Any, limit: int) -> str:
-    """A diff value in words, at most about ``limit`` characters: maps show their first entries and
-    how many more there are (``show`` for scalars, whose strings are escaped and quoted)."""
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        entries: list[str] = []
-        used = 0
-        for key, item in sorted(value.items()):
-            entry = f"{quoted(safe_text(key, max(limit // 3, 4)))}: {_value(item, max(limit // 3, 4))}"
-            if entries and used + len(entry) > limit:
-                break
-            entries.append(entry)
-            used += len(entry) + 2
-        left = len(value) - len(entries)
-        return "{" + ", ".join(entries) + (f", … {left} more" if left else "") + "}"
-    if isinstance(value, str):
-        return quoted(safe_text(value, limit))
-    return _cut(show(value), limit)
+def _changes(card: Card, map_bytes: int) -> list[str]:
+    """The diff lines the form shows: none for a plan (its line says the tier, a warning the new name)."""
+    if card.steps:
+        return []
+    if card.action == "remove_node_pool":  # one line: what goes, and that it is deleting (R-DEL-02)
+        was = {c.field: c.before for c in card.diff}
+        scaling = f", autoscaling {was.get('min_nodes')} to {was.get('max_nodes')}" if was.get("auto_scale") else ""
+        return [f"pool: {quoted(name_text(was.get('size')))} × {was.get('count')}{scaling} -> deleting"]
+    new = card.action == "add_node_pool"
+    lines = [
+        line
+        for change in card.diff
+        if not (new and change.field in NEW_POOL_FOLDED) and (line := change_line(change, map_bytes=map_bytes))
+    ]
+    bounds = {c.field: c.after for c in card.diff}
+    if new and bounds.get("auto_scale") is True:
+        lines.insert(min(2, len(lines)), f"autoscaling: {bounds.get('min_nodes')} to {bounds.get('max_nodes')} workers")
+    return lines
 
 
 def _capacity(card: Card) -> str:
     before, after = card.capacity_before, card.capacity_after
+    if before == after:
+        return (
+            f"{amount(after.total_vcpu)} vCPU, {amount(after.total_memory_gib)} GiB RAM, "
+            f"{amount(after.total_volume_gib)} GiB disk (unchanged)"
+        )
     return (
         f"{amount(before.total_vcpu)} -> {amount(after.total_vcpu)} vCPU, "
-        f"{amount(before.total_memory_gib)} -> {amount(after.total_memory_gib)} GiB memory, "
-        f"{amount(before.total_volume_gib)} -> {amount(after.total_volume_gib)} GiB volume"
+        f"{amount(before.total_memory_gib)} -> {amount(after.total_memory_gib)} GiB RAM, "
+        f"{amount(before.total_volume_gib)} -> {amount(after.total_volume_gib)} GiB disk"
     )
 
 
-def _change(change: FieldChange, limit: int) -> str:
-    return f"{ident(change.field)}: {_value(change.before, limit)} -> {_value(change.after, limit)}"
+def _price(card: Card) -> str:
+    if card.price_before == card.price_after and card.price_peak is None:
+        return f"{money(card.price_after)} (unchanged)"
+    said = f"{money(card.price_before)} -> {money(card.price_after)}"
+    if card.price_peak is not None:
+        said += f", {money(card.price_peak)} at the peak"
+    return said
 
 
-def _warning(warning: CardWarning, limit: int) -> str:
-    return safe_text(warning.message, limit) + (f" [{ident(warning.rule)}]" if warning.rule else "")
-
-
-STEP_WORDS = {"add": "add", "wait": "wait", "remove": "remove"}
-# A plan's step line takes most of a plan card's room: its names get the room kept for a warning elsewhere.
-PLAN_RESERVED = 0
-
-
-def _plan(card: Card, name: int) -> str:
-    """A plan card's steps on one line: what one approval runs, in order."""
+def _plan(card: Card) -> str:
+    """A plan card's steps on one line: what one approval runs, in order, naming a new pool once."""
     if not card.steps:
         return ""
-    steps = ", ".join(
-        STEP_WORDS[s.kind]
-        + (" until Running" if s.kind == "wait" and len(card.steps) < 4 else "")
-        + ("" if s.kind == "wait" else f" {quoted(safe_text(s.pool, name))}")
-        for s in card.steps
-    )
+    tier = name_text(card.steps[0].body.get("size"))
+    if len(card.steps) < 4:
+        steps = f"add the new pool in {tier}, wait until it runs, remove this one"
+    else:
+        new = quoted(name_text(card.steps[0].pool))
+        steps = f"add {new} in {tier}, wait, remove this pool, add it back, wait, remove the temporary one"
     return f"Plan of {len(card.steps)} steps, one approval: {steps}"
 
 
-def _render(card: Card, name: int, changes: list[str], warnings: list[str], closing: bool) -> str:
+def _render(card: Card, changes: list[str], changes_left: int, closing: bool, pointer: bool = False) -> str:
     return (
-        environment().get_template("form.txt.j2")
+        environment()
+        .get_template("form.txt.j2")
         .render(
             card=card,
-            title=f"{ACTIONS[card.action].title} {quoted(safe_text(card.target, name))}",
-            cluster=quoted(safe_text(card.cluster_name, name)),
-            plan=_plan(card, name),
+            title=f"{ACTIONS[card.action].title} {quoted(name_text(card.target))}",
+            cluster=quoted(name_text(card.cluster_name)),
+            plan=_plan(card),
             changes=changes,
-            changes_left=len(card.diff) - len(changes),
+            changes_left=changes_left,
             capacity=_capacity(card),
-            warnings=warnings,
-            warnings_left=len(card.warnings) - len(warnings),
+            price=_price(card),
+            warnings=[warning_text(w) for w in card.warnings],
             closing=closing,
+            pointer=pointer,
             whole="get_card" if closing else "the card in `rendered`",
         )
         .rstrip("\n")
@@ -113,40 +111,21 @@ def _render(card: Card, name: int, changes: list[str], warnings: list[str], clos
 
 
 def form_message(card: Card, room: int = FORM_MAX, *, closing: bool = True) -> str:
-    """The card in at most ``room`` characters of plain text, abridged as little as it needs: names
-    are cut until the fixed parts fit, then diff lines and warnings are added, each as long as fits.
+    """The card in at most ``room`` characters of plain text: every warning whole, every name as the
+    card shows it; maps of labels shorter and shorter until it fits (said in words where the whole card
+    is, when there is room), then, with the longest names and maps, the last changes left out and counted.
 
     ``closing``: end with the card's id and where the whole card is (not wanted in ``get_card``)."""
-    reserved = PLAN_RESERVED if card.steps else RESERVED
-    name = next((n for n in NAME_LIMITS if len(_render(card, n, [], [], closing)) + reserved <= room), NAME_LIMITS[-1])
-    changes: list[str] = []
-    warnings: list[str] = []
-
-    def fits() -> bool:
-        return len(_render(card, name, changes, warnings, closing)) <= room
-
-    def add(into: list[str], lines: list[str]) -> bool:
-        for line in lines:
-            into.append(line)
-            if fits():
-                return True
-            into.pop()
-        return False
-
-    for change in card.diff[:FIRST_CHANGES]:
-        if not add(changes, [_change(change, limit) for limit in VALUE_LIMITS]):
-            break
-    if len(changes) == min(len(card.diff), FIRST_CHANGES):
-        for warning in card.warnings:
-            if not add(warnings, [_warning(warning, limit) for limit in WARNING_LIMITS]):
-                break
-        if len(warnings) == len(card.warnings):
-            for change in card.diff[FIRST_CHANGES:]:
-                if not add(changes, [_change(change, limit) for limit in VALUE_LIMITS]):
-                    break
-    text = _render(card, name, changes, warnings, closing)
-    if len(text) <= room:
-        return text
-    # Not reached for a card this package plans (tested): a last bound that keeps the card's id.
-    head, _, last = text.rpartition("\n")
-    return head[: max(room - len(last) - len(CUT), 0)] + CUT + last[:room]
+    text = ""
+    for map_bytes in MAP_BYTES:
+        lines = _changes(card, map_bytes)
+        for pointer in (True, False):
+            text = _render(card, lines, 0, closing, pointer)
+            if len(text) <= room:
+                return text
+    while lines:
+        lines.pop()
+        text = _render(card, lines, len(_changes(card, 0)) - len(lines), closing)
+        if len(text) <= room:
+            return text
+    return text

@@ -40,7 +40,17 @@ from confirmation_cards.models import (
 )
 from confirmation_cards.roles import RoleMemory
 from confirmation_cards.targets import DRAINING, fingerprint, node_snapshot, pool_snapshot
-from confirmation_cards.warnings import autoscale_warning, labels_warning, unlisted_node_warning
+from confirmation_cards.warnings import (
+    autoscale_warning,
+    credit_warning,
+    drain_warning,
+    labels_warning,
+    last_ready_warning,
+    node_drained_warning,
+    role_warning,
+    scale_down_warning,
+    unlisted_node_warning,
+)
 
 T = TypeVar("T")
 
@@ -219,30 +229,16 @@ class Planner:
         warnings: list[CardWarning] = []
         pool_name = node.pool if node is not None else None
         if node is None:
-            warnings.append(unlisted_node_warning(node_name, nodes))
+            warnings.append(unlisted_node_warning(nodes))
         else:
-            warnings.append(
-                CardWarning(
-                    code="node_drained",
-                    message=f"node {node_name} is drained and deleted; its workloads are rescheduled, and "
-                    f"Door adds a new worker with a new name so pool {pool_name} keeps its count",
-                    rule="R-RNODE-02",
-                )
-            )
+            warnings.append(node_drained_warning(node_name))
             ready = [
                 n
                 for n in nodes.items
                 if n.pool == pool_name and n.pool is not None and n.ready and n.status not in DRAINING
             ]
             if node.ready and [n.name for n in ready] == [node_name]:
-                warnings.append(
-                    CardWarning(
-                        code="last_ready_node",
-                        message=f"node {node_name} is the last Ready node of pool {pool_name}: until its "
-                        "replacement is Ready the pool runs no workloads",
-                        rule="R-RNODE-02",
-                    )
-                )
+                warnings.append(last_ready_warning())
         catalog = await self._catalog()
         diff = (
             FieldChange(
@@ -312,14 +308,7 @@ class Planner:
                 rule_ids.append("R-PATCH-06")
             removed = current.count - merged.count
             if removed > 0:
-                warnings.append(
-                    CardWarning(
-                        code="scale_down",
-                        message=f"scaling pool {pool} from {current.count} to {merged.count} drains and removes "
-                        f"{removed} worker{'s' if removed != 1 else ''} (newest first); their workloads are "
-                        "rescheduled",
-                    )
-                )
+                warnings.append(scale_down_warning(current.count, merged.count))
             if merged.auto_scale and merged.min_nodes is not None and merged.min_nodes < current.count:
                 warnings.append(autoscale_warning(merged))
         else:
@@ -367,6 +356,11 @@ class Planner:
         denied = self._roles is not None and self._roles.denied(self._principal, cluster.organisation)
         _refuse([rules.role_violation(not denied, cluster.organisation)])
 
+    def role_warnings(self, cluster: Cluster) -> list[CardWarning]:
+        """R-AUTH-03 said on the card unless Door already took a change from this caller in this organisation."""
+        known = self._roles is not None and self._roles.allowed(self._principal, cluster.organisation)
+        return [] if known else [role_warning()]
+
     def _alive_pool(self, cluster: Cluster, name: str, *, rule: str) -> NodePool:
         """R-PATCH-07 / R-DEL-03: the pool must exist and not be deleting (404 otherwise)."""
         pool = cluster.pool(name)
@@ -398,21 +392,10 @@ class Planner:
         except DoorStatusError:
             nodes = None
         if nodes is None or nodes.cold:
-            reason = "is not loaded yet" if nodes is not None else "is unavailable"
-            return CardWarning(
-                code="drains_workers",
-                message=f"removing pool {pool.name} drains and deletes all its workers: {pool.count} by its declared "
-                f"count (the node inventory {reason}, so the running workers could not be counted)",
-                rule="R-DEL-02",
-            )
+            reason = "the node list is not loaded yet" if nodes is not None else "the node list is unavailable"
+            return drain_warning(pool.count, None, reason)
         running = [n for n in nodes.items if n.pool == pool.name and n.status not in DRAINING]
-        n = len(running)
-        return CardWarning(
-            code="drains_workers",
-            message=f"removing pool {pool.name} drains and deletes {n} running worker{'s' if n != 1 else ''}; "
-            "their workloads must fit on the other pools",
-            rule="R-DEL-02",
-        )
+        return drain_warning(pool.count, len(running))
 
     # --- the card ----------------------------------------------------------------------------
 
@@ -437,15 +420,8 @@ class Planner:
         credit_needed: float | None = None
         if added > 0:
             credit_needed = round(added * rules.CREDIT_HOURS, 2)
-            warnings.append(
-                CardWarning(
-                    code="credit_required",
-                    message=f"this raises the cluster's price by {added:.2f} per hour; Door refuses it with 402 "
-                    f"unless the organisation's prepaid credit covers {rules.CREDIT_HOURS} h of that, "
-                    f"{credit_needed:.2f} (the public API does not show the credit balance)",
-                    rule="R-CREDIT-01",
-                )
-            )
+            warnings.append(credit_warning(added, credit_needed))
+        warnings += self.role_warnings(cluster)
         method, path = request_line(action, cluster.id, target)
         now = self._clock()
         all_rules = {*rule_ids, *(w.rule for w in warnings if w.rule)}

@@ -52,12 +52,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from confirmation_cards.actions import ACTIONS
-from confirmation_cards.models import Card
+from confirmation_cards.models import Card, CardWarning, FieldChange
 
 if TYPE_CHECKING:
     from jinja2 import Environment
 
 NAME_LIMIT = 64
+NAME_SHOWN = 2 * NAME_LIMIT  # a name's length once defanged and escaped, at most
 MESSAGE_LIMIT = 400
 MAP_ENTRIES = 8
 # However many labels a pool carries and however they escape, one map in a diff or in the shown
@@ -180,6 +181,44 @@ def safe_text(value: object, limit: int = NAME_LIMIT) -> str:
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+)*")
 
 
+_INTRAWORD = re.compile(r"(?<=[A-Za-z0-9])\\_(?=[A-Za-z0-9])")
+
+
+def _escaped(text: str) -> str:
+    return _MARKDOWN.sub(r"\\\1", "".join(_HTML.get(ch, ch) for ch in text))
+
+
+def _shown_name(value: object, escape: Callable[[str], str]) -> str:
+    text = one_line(value, NAME_LIMIT)
+    shown = escape(defang(text))
+    while len(shown) > NAME_SHOWN:  # only a name of Markdown or HTML specials, or of dotted 2-letter labels
+        text = text[: max(len(text) - max((len(shown) - NAME_SHOWN) // 5, 1) - 1, 1)] + "…"
+        shown = escape(defang(text))
+    return shown
+
+
+def name_text(value: object) -> str:
+    """A Door name in a card, defanged and escaped: as Door wrote it unless it is longer than
+    ``NAME_LIMIT`` characters (a pool name, a DNS label, is at most 63) or escaping would make it longer
+    than ``NAME_SHOWN`` (a name made of specials); then cut, ending in "…"."""
+    return _shown_name(value, _escaped)
+
+
+def name_clean(value: object) -> str:
+    """``name_text`` without the Markdown escapes: for the HTML card, which autoescapes."""
+    return _shown_name(value, lambda text: text)
+
+
+def warning_text(warning: CardWarning, *, markdown: bool = True) -> str:
+    """A warning whole, its rule in brackets: never cut (the planner bounds each one,
+    ``confirmation_cards.warnings.WARNING_MAX``), defanged, and escaped unless for HTML."""
+    text = defang(_line(warning.message))
+    if markdown:
+        # An underscore between letters or digits never starts emphasis (CommonMark, GFM): ``super_admin``.
+        text = _INTRAWORD.sub("_", _escaped(text))
+    return text + (f" [{ident(warning.rule)}]" if warning.rule else "")
+
+
 def ident(value: object) -> str:
     """A name we wrote (``auto_scale``, ``R-PATCH-04``) as it is; anything else goes through ``safe_text``."""
     text = str(value)
@@ -230,11 +269,71 @@ def show(value: Any) -> str:
     return quoted(safe_text(value))
 
 
-def brief(value: Any, limit: int = MESSAGE_LIMIT) -> str:
-    """A value as compact JSON on one clean line, capped: for the HTML card, which autoescapes it."""
-    if value is None:
-        return "none"
-    return clean_text(json.dumps(value, sort_keys=True, ensure_ascii=False), limit)
+NODE_REPLACED = "drained and deleted; Door adds a replacement"
+# What a new pool takes when the request leaves a field out (R-ADD-06, R-ADD-07): not worth a line.
+DEFAULTS: tuple[Any, ...] = (None, False, {})
+
+
+def words(value: Any, esc: Callable[[object], str] = name_text, *, map_bytes: int = MAP_SHOWN_BYTES) -> str:
+    """A diff value in words, no JSON: ``none``, ``true``, numbers, quoted strings, and a map as its
+    entries ``“key”=“value”`` (by key, at most ``MAP_ENTRIES`` and about ``map_bytes``, then how many more)."""
+    if isinstance(value, dict):
+        if not value:
+            return "none"
+        if map_bytes <= 0:
+            return f"{len(value)} entr{'y' if len(value) == 1 else 'ies'}"
+        items = sorted(value.items())
+        shown: list[str] = []
+        used = 0
+        for k, v in items[:MAP_ENTRIES]:
+            entry = f"{quoted(esc(k))}={words(v, esc)}"
+            used += len(entry.encode()) + 2
+            if shown and used > map_bytes:
+                break
+            shown.append(entry)
+        return ", ".join(_more(shown, len(items)))
+    if isinstance(value, list):
+        return ", ".join(_more([words(v, esc) for v in value[:MAP_ENTRIES]], len(value))) or "none"
+    if isinstance(value, str):
+        return quoted(esc(value))
+    return show(value)
+
+
+def change_words(
+    change: FieldChange, esc: Callable[[object], str] = name_text, *, map_bytes: int = MAP_SHOWN_BYTES
+) -> tuple[str, str | None, str] | None:
+    """A change as (what, before, after) in words; ``before`` is None for a value a new pool takes.
+    None for a default a new pool takes or a removed pool had (nothing to read)."""
+    before, after = change.before, change.after
+    if change.field == "node" and isinstance(before, dict) and isinstance(after, dict):
+        status = before.get("status")
+        return f"node {esc(before.get('name'))}", esc(status) if status else "unlisted", NODE_REPLACED
+    field = ident(change.field) if esc is name_text else esc(change.field)
+    if before is None and any(after == d and type(after) is type(d) for d in DEFAULTS):
+        return None
+    if after is None and any(before == d and type(before) is type(d) for d in DEFAULTS):
+        return None
+    if before is None:
+        return field, None, words(after, esc, map_bytes=map_bytes)
+    return field, words(before, esc, map_bytes=map_bytes), words(after, esc, map_bytes=map_bytes)
+
+
+def change_line(
+    change: FieldChange, esc: Callable[[object], str] = name_text, *, map_bytes: int = MAP_SHOWN_BYTES
+) -> str:
+    """``count: 2 -> 4``, ``size: “dks.c5.large”`` (a new pool's), ``node x: Running -> drained and
+    deleted; Door adds a replacement``; empty for a default (``change_words``)."""
+    said = change_words(change, esc, map_bytes=map_bytes)
+    if said is None:
+        return ""
+    what, before, after = said
+    return f"{what}: {after}" if before is None else f"{what}: {before} -> {after}"
+
+
+def change_lines(
+    card: Card, esc: Callable[[object], str] = name_text, *, map_bytes: int = MAP_SHOWN_BYTES
+) -> list[str]:
+    return [line for change in card.diff if (line := change_line(change, esc, map_bytes=map_bytes))]
 
 
 def _dumps(value: Any, **indent: Any) -> str:
@@ -339,18 +438,21 @@ def environment() -> Environment:
         safe_text=safe_text,
         clean=clean_text,
         line=one_line,
-        brief=brief,
         ident=ident,
         code=code,
         quoted=quoted,
         show=show,
         json_block=json_block,
+        name=name_text,
+        name_clean=name_clean,
+        warning=warning_text,
+        change_words=change_words,
         when=when,
         amount=amount,
         money=money,
         signed=signed,
     )
-    env.globals.update(message_limit=MESSAGE_LIMIT)
+    env.globals.update(message_limit=MESSAGE_LIMIT, change_lines=change_lines, name_clean=name_clean)
     return env
 
 

@@ -25,7 +25,7 @@ from confirmation_cards.errors import NOT_A_BACKEND_REFUSAL, PreflightError
 from confirmation_cards.models import Card, CardWarning, FieldChange, PlanStep, StepKind, plan_digest, step_digest
 from confirmation_cards.planner import Planner, _alive_names, _refuse, _rule_order, new_card_id
 from confirmation_cards.targets import fingerprint, pool_snapshot
-from confirmation_cards.warnings import labels_warning
+from confirmation_cards.warnings import name_changes_warning, plan_credit_warning, plan_drain_warning
 
 # What each kind of step costs in time, as the card says it (Door's simulated durations in
 # docs/contracts.md: a worker is Running about two minutes after its pool is added; a drain takes 30 s).
@@ -163,27 +163,12 @@ def _card(
     before = found.node_pools
     added = rules.added_hourly_price(before, peak, catalog)
     credit = round(added * rules.CREDIT_HOURS, 2)
-    warnings = [await_free_drain(current)]
+    warnings: list[CardWarning] = [plan_drain_warning(current.count)]
     if not keep_name:
-        warnings.append(
-            CardWarning(
-                code="name_changes",
-                message=f"the pool's name changes from {pool} to {final.name}; anything that selects pool "
-                f"{pool} by name must follow (keep_name=true brings the name back: three more steps, a second "
-                "wait of about 2 minutes and a second drain)",
-            )
-        )
-    if current.labels or current.tags:
-        warnings.append(labels_warning())
-    warnings.append(
-        CardWarning(
-            code="credit_required",
-            message=f"at the peak both pools run: {added:.2f} more per hour; Door refuses step 1 with 402 unless "
-            f"the organisation's prepaid credit covers {rules.CREDIT_HOURS} h of that, {credit:.2f} (the public "
-            "API does not show the credit balance; a 402 leaves the old pool untouched)",
-            rule="R-CREDIT-01",
-        )
-    )
+        warnings.append(name_changes_warning(final.name))
+    if added > 0:
+        warnings.append(plan_credit_warning(added, credit))
+    warnings += planner.role_warnings(found)
     price_before = rules.hourly_price(before, catalog)
     price_after = rules.hourly_price(after, catalog)
     diff = [FieldChange(field="size", before=current.size, after=final.size)]
@@ -221,15 +206,4 @@ def _card(
         created_at=now,
         expires_at=now + planner._ttl,
         steps=tuple(steps),
-    )
-
-
-def await_free_drain(pool: NodePool) -> CardWarning:
-    """Step 3 drains every worker of the old pool, once the new pool's workers are Running."""
-    n = pool.count
-    return CardWarning(
-        code="drains_workers",
-        message=f"step 3 removes pool {pool.name}: its {n} worker{'s' if n != 1 else ''} drain and are deleted "
-        "once the new pool's workers are Running; their workloads must fit on the new pool",
-        rule="R-DEL-02",
     )

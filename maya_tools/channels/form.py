@@ -172,7 +172,7 @@ def _owned(card: Card, owner: CardOwner | None) -> Card:
 
 QUESTION_MAX = FORM_MAX
 """Characters of a form question, the card's summary and the sentence that asks, together."""
-ASK = "\n\nApprove this change? Tick approve and accept to run it once; decline to discard it."
+ASK = "\n\nApprove this change? Tick approve and accept to run it once."
 
 
 def question(card: Card) -> str:

@@ -32,7 +32,7 @@ import prompts
 from maya_tools.chat.model import ModelChat, change_tools, list_all_tools, model_tools
 from maya_tools.chat.offline import OfflineChat
 from maya_tools.chat.settings import DEFAULT_MODEL, ChatSettings
-from maya_tools.chat.terminal import ApprovalPrompt, Terminal, ctrl_c_abandons_turns
+from maya_tools.chat.terminal import CARD_COMMAND, ApprovalPrompt, Terminal, ctrl_c_abandons_turns
 
 if TYPE_CHECKING:  # imported in ``run`` only with a key: the offline chat never loads the SDK (a second)
     from anthropic import AsyncAnthropic
@@ -93,9 +93,13 @@ async def open_session(
     )
 
 
-async def repl(terminal: Terminal, session: Session) -> None:
-    """Read requests until Ctrl-D or /quit. Ctrl-C abandons the running turn, never the session."""
-    terminal.line("Every change shows you a card and waits for your y. Ctrl-C stops a turn; Ctrl-D or /quit leaves.")
+async def repl(terminal: Terminal, session: Session, approval: ApprovalPrompt | None = None) -> None:
+    """Read requests until Ctrl-D or /quit. Ctrl-C abandons the running turn, never the session.
+    ``/card`` (or ``/card <id>``) shows the last card asked about whole, its exact request included."""
+    terminal.line(
+        "Every change shows you a card and waits for your y (/card shows its exact request). "
+        "Ctrl-C stops a turn; Ctrl-D or /quit leaves."
+    )
     while True:
         try:
             if terminal.queued:  # typed at a card's [y/N] question: the card was declined, the request stays
@@ -114,6 +118,9 @@ async def repl(terminal: Terminal, session: Session) -> None:
             continue
         if said.lower() in QUIT:
             return
+        if approval is not None and said.split(maxsplit=1)[0].lower() == CARD_COMMAND:
+            await approval.show_card(said.split(maxsplit=1)[1] if " " in said else None)
+            continue
         with anyio.CancelScope() as scope:
             terminal.turn = scope
             try:
@@ -166,6 +173,7 @@ async def run(
 
             anthropic_client = await stack.enter_async_context(AsyncAnthropic(api_key=key))
         client = await stack.enter_async_context(connect(approval, settings, url=url, token=token))
+        approval.client = client
         session = await open_session(
             client,
             terminal,
@@ -175,7 +183,7 @@ async def run(
             offline_reason=reason,
         )
         with ctrl_c_abandons_turns(terminal):
-            await repl(terminal, session)
+            await repl(terminal, session, approval)
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import sys
 import textwrap
@@ -18,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import anyio
 from mcp.client.session import ClientRequestContext
@@ -31,6 +32,11 @@ SHOWN = 80  # a value from Door or the model, printed inside a line, is cut to t
 FORM_SENTENCE = "Approve this change?"
 """How the server's form message begins its last paragraph, the instruction for form renderers."""
 CARD_SHOWN = 16_000  # a card (the server bounds it to 8 KB; this chat does not rely on that)
+CARD_COMMAND = "/card"
+CARD_ID = re.compile(r"\bCard (card_[A-Za-z0-9_-]{1,64}), expires ")
+"""How the form message names its card: the whole card is read by that id (``get_card``)."""
+EXACT_REQUEST = "\nExact request"
+"""Where the text card's exact request begins: shown by ``/card``, not at the [y/N] question."""
 # Cc (escapes, carriage returns, bells), Cf (bidi overrides, zero-width), line and paragraph
 # separators, private use and surrogates.
 _INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cs"})
@@ -171,6 +177,23 @@ def call_line(tool: str, arguments: Mapping[str, Any]) -> str:
     return f"  → {tool}({shown})"
 
 
+class CardReader(Protocol):
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any: ...
+
+
+async def whole_card(client: CardReader | None, card_id: str) -> str | None:
+    """The card as the server writes it in plain text (``get_card``'s ``text``), or None when it cannot be read."""
+    if client is None:
+        return None
+    try:
+        result = await client.call_tool("get_card", {"card_id": card_id})
+    except Exception:  # any failure falls back to the form message, which the server sent
+        return None
+    data = getattr(result, "structured_content", None)
+    text = data.get("text") if isinstance(data, dict) and not getattr(result, "is_error", False) else None
+    return text if isinstance(text, str) else None
+
+
 class ApprovalPrompt:
     """The chat's MCP elicitation handler: show the card, ask the person y/N, answer the server.
 
@@ -182,10 +205,12 @@ class ApprovalPrompt:
     approves cards and nothing else.
     """
 
-    def __init__(self, terminal: Terminal) -> None:
+    def __init__(self, terminal: Terminal, client: CardReader | None = None) -> None:
         self.terminal = terminal
+        self.client = client  # set once connected: the whole card is read through it
         self.shown: list[str] = []
         self.answers: list[str] = []
+        self.last_card: str | None = None
 
     async def __call__(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult:
         t = self.terminal
@@ -194,12 +219,20 @@ class ApprovalPrompt:
             self.answers.append("decline")
             return ElicitResult(action="decline")
         self.shown.append(params.message)
-        t.line(BAR)
+        named = CARD_ID.search(params.message)
+        self.last_card = named.group(1) if named else None
+        whole = await whole_card(self.client, self.last_card) if self.last_card else None
         card = without_form_sentence(params.message)
+        if whole is not None:  # the whole card, not the short form a small dialog needs
+            card = whole.split(EXACT_REQUEST, 1)[0].rstrip() + "\n\nThe exact request and its digest: type /card."
+        t.line(BAR)
         t.line(textwrap.indent(short(card.rstrip(), CARD_SHOWN), "  │ ", lambda _: True))
         t.line(BAR)
         try:
             said = t.ask("Approve this change? Only you can, here. [y/N] ", fresh=True)
+            while said.strip().lower() == CARD_COMMAND:  # the exact request, then the same question again
+                await self.show_card()
+                said = t.ask("Approve this change? Only you can, here. [y/N] ", fresh=True)
         except EOFError:  # Ctrl-D: the cursor is still on the question's line
             t.line()
             said = ""
@@ -219,6 +252,21 @@ class ApprovalPrompt:
             t.queued.append(said.strip())
         self.answers.append("decline")
         return ElicitResult(action="decline")
+
+    async def show_card(self, card_id: str | None = None) -> None:
+        """``/card``: the whole card as text, its exact request and digest included (the last card asked
+        about, or ``card_id``)."""
+        wanted = card_id or self.last_card
+        if wanted is None:
+            self.terminal.line("  (no card yet: /card shows the last card you were asked about, or /card <card id>)")
+            return
+        whole = await whole_card(self.client, wanted)
+        if whole is None:
+            self.terminal.line(f"  (card {short(wanted)} could not be read; ask Maya to show it)")
+            return
+        self.terminal.line(BAR)
+        self.terminal.line(textwrap.indent(short(whole.rstrip(), CARD_SHOWN), "  │ ", lambda _: True))
+        self.terminal.line(BAR)
 
 
 def without_form_sentence(message: str) -> str:

@@ -9,7 +9,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from confirmation_cards import AuditEvent, Card, render_markdown
+from confirmation_cards import AuditEvent, Card, render_markdown, render_text
 from confirmation_cards.models import card_digest_schema
 from maya_tools.runtime import runtime_of
 from maya_tools.tools.arguments import CARD_ID_MAX
@@ -26,6 +26,7 @@ class CardView(BaseModel):
     # tools/list. The card is still sent whole.
     card: Annotated[Card, WithJsonSchema(card_digest_schema())]
     rendered: str = Field(description="The card as a person sees it (Markdown).")
+    text: str = Field(description="The same card as plain text, for a terminal: every part, the exact request last.")
     audit: list[AuditEvent] = Field(description="Who created, approved, declined or executed it, and when.")
 
 
@@ -52,4 +53,7 @@ def register(mcp: MCPServer[Any]) -> None:
                 f"No confirmation card {card_id!r} of yours. Change tools return the id of the card they make."
             )
         audit = await runtime.store.audit(card_id)
-        return answer(CardView(card=card, rendered=render_markdown(card), audit=audit), card_text(card, audit))
+        return answer(
+            CardView(card=card, rendered=render_markdown(card), text=render_text(card), audit=audit),
+            card_text(card, audit),
+        )

@@ -32,7 +32,7 @@ from maya_tools.server import build_server
 from maya_tools.settings import Settings
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
-from reference_backend.seed import DEMO_ADMIN_TOKEN
+from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_NODE_NAME
 from tests.browser.conftest import WIDTH
 from tests.browser.test_approval_page_browser import Scheme, pool_updates, screenshot
 from tests.maya_tools.live import running
@@ -399,3 +399,24 @@ async def test_a_host_that_passes_no_tool_calls_gets_a_view_that_says_why_it_can
         await expect(cannot).to_contain_text("does not let its views call the server's tools")
         await expect(view.locator("#buttons")).to_be_hidden()
         assert calls == [] and await pool_updates(client) == 0
+
+
+async def test_the_view_says_each_warning_whole_with_its_rule_and_a_node_change_in_words(
+    http_url: str, chromium: Browser
+) -> None:
+    """Issue 27: the card view writes what the text card writes, no JSON object in the changes."""
+    replace = ("replace_node", {"cluster": "payments-prod", "node_name": DEMO_NODE_NAME})
+    async with apps_client(http_url) as client:
+        await client.call_tool("list_nodes", {"cluster": "payments-prod", "wait_for_fresh": True})
+        page, view, _ = await show_card(chromium, client, tool=replace)
+        result = await client.call_tool(*replace)
+        card = (result.structured_content or {})["card"]
+        warnings = [w["message"] + (f" [{w['rule']}]" if w.get("rule") else "") for w in card["warnings"]]
+        assert "[R-RNODE-02]" in " ".join(warnings) and "[R-AUTH-03]" in " ".join(warnings)
+        await expect(view.locator("#warnings li")).to_have_text(warnings)
+        cells = view.locator("#diff tr").first.locator("td")
+        await expect(cells).to_have_text(
+            [f"node {DEMO_NODE_NAME}", "Running", "drained and deleted; Door adds a replacement"]
+        )
+        assert "{" not in await view.locator("#diff").inner_text()
+        await page.context.close()

@@ -73,7 +73,7 @@ async def test_scaling_workers_on_payments_prod_to_4_shows_count_capacity_price_
     assert (card.capacity_before.total_volume_gib, card.capacity_after.total_volume_gib) == (160, 320)
     assert (card.price_before, card.price_after, card.price_change) == (0.34, 0.68, 0.34)
     assert card.credit_needed == 8.16
-    assert codes(card) == ["credit_required"]
+    assert codes(card) == ["credit_required", "role_needed"]  # R-AUTH-03: role not known yet
     assert "8.16" in card.warnings[0].message
     assert {"R-AUTH-03", "R-PHASE-01", "R-OP-01", "R-PATCH-04", "R-CREDIT-01"} <= set(card.rules)
     assert card.required_role == "super_admin"
@@ -104,7 +104,7 @@ async def test_adding_batch_with_one_m5_xlarge_sends_exactly_the_page_body(plann
     assert (card.capacity_before.total_vcpu, card.capacity_after.total_vcpu) == (8, 12)
     assert (card.capacity_before.total_memory_gib, card.capacity_after.total_memory_gib) == (16.0, 32.0)
     assert card.price_change == 0.192
-    assert codes(card) == ["credit_required"]
+    assert codes(card) == ["credit_required", "role_needed"]  # R-AUTH-03: role not known yet
     assert card.target_snapshot == {"phase": "Provisioned", "pool": None}
 
 
@@ -153,7 +153,7 @@ async def test_autoscaling_bounds_below_the_current_count_warn_that_the_pool_may
 async def test_scaling_down_warns_that_workers_are_removed_and_lowers_the_price(planner: Planner) -> None:
     card = await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=1))
 
-    assert codes(card) == ["scale_down"]
+    assert codes(card) == ["scale_down", "role_needed"]  # R-AUTH-03: role not known yet
     assert "removes 1 worker" in card.warnings[0].message
     assert card.price_change == -0.17
     assert card.credit_needed is None
@@ -166,7 +166,7 @@ async def test_relabelling_shows_the_label_diff_and_warns_about_node_labels(plan
 
     assert card.body == {"labels": {"team": "payments"}, "tags": {"cost": "prod"}}
     assert changes(card) == {"labels": ({}, {"team": "payments"}), "tags": ({}, {"cost": "prod"})}
-    assert codes(card) == ["labels_not_node_labels"]
+    assert codes(card) == ["labels_not_node_labels", "role_needed"]  # R-AUTH-03: role not known yet
     assert card.price_change == 0
 
 
@@ -182,7 +182,7 @@ async def test_removing_a_pool_warns_how_many_running_workers_it_drains(
     assert changes(card)["lifecycle"] == ("active", "deleting")
     assert (card.capacity_before.total_vcpu, card.capacity_after.total_vcpu) == (12, 8)
     assert card.price_change == -0.192
-    assert codes(card) == ["drains_workers"]
+    assert codes(card) == ["drains_workers", "role_needed"]  # R-AUTH-03: role not known yet
     assert "1 running worker" in card.warnings[0].message
 
 
@@ -212,7 +212,7 @@ async def test_replacing_payments_prod_workers_abc12_deletes_one_node_and_keeps_
     assert changes(card)["node"][1] == {"name": seed.DEMO_NODE_NAME, "status": "Deleting"}
     assert card.capacity_before == card.capacity_after
     assert card.price_change == 0
-    assert codes(card) == ["node_drained"]
+    assert codes(card) == ["node_drained", "role_needed"]  # R-AUTH-03: role not known yet
     assert card.target_snapshot["node"] == {"pool": "workers", "status": "Running", "ready": True}
     assert card.target_snapshot["replacing"] is False
 
@@ -220,7 +220,7 @@ async def test_replacing_payments_prod_workers_abc12_deletes_one_node_and_keeps_
 async def test_replacing_a_node_before_the_inventory_is_loaded_warns_it_may_not_exist(planner: Planner) -> None:
     card = await planner.replace_node("payments-prod", seed.DEMO_NODE_NAME)
 
-    assert codes(card) == ["node_unlisted"]
+    assert codes(card) == ["node_unlisted", "role_needed"]  # R-AUTH-03: role not known yet
     assert "R-RNODE-04" in card.rules
 
 

@@ -110,7 +110,9 @@ async def test_field_names_and_rule_ids_we_write_are_shown_unescaped_and_user_st
     planner: Planner, render: object
 ) -> None:
     assert callable(render)
-    request = PublicNodePoolCreateRequest(name="batch", size="dks.m5.xlarge", count=1, labels={"team_a": "x"})
+    request = PublicNodePoolCreateRequest(
+        name="batch", size="dks.m5.xlarge", count=1, auto_scale=True, max_nodes=3, labels={"team_a": "x"}
+    )
     rendered = outside_code(render(await planner.add_node_pool("payments-prod", request)))
 
     assert "auto_scale" in rendered and "root_volume_size_gib" in rendered and "R-POOL-05" in rendered
@@ -139,6 +141,8 @@ async def test_the_plain_text_card_has_no_backslashes_in_its_own_words(planner: 
     a parenthesis (acceptance test: "4.08 \\(the public API …\\)" on every scale-up card)."""
     card = await planner.scale_node_pool("payments-prod", "workers", PublicNodePoolPatchRequest(count=4))
     text = render_text(card)
-    assert "(the public API does not show the credit balance)" in text
-    assert "\\(" not in text and "\\)" not in text
+    unlisted = render_text(await planner.replace_node("payments-prod", "no-such-node"))
+    assert "which is not loaded yet; if it does not exist, the replacement fails [R-RNODE-04]" in unlisted
+    for shown in (text, unlisted):
+        assert "\\(" not in shown and "\\)" not in shown
     assert safe_text("[ok](http://x) ![img](y)") == "\\[ok\\](http\\[://\\]x) \\!\\[img\\](y)"

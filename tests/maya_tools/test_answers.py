@@ -1,7 +1,7 @@
 """What a person reads at a glance: each tool's text content, the form message, a cold node list.
 
 The text content is a short summary (the structured content carries the data); the form message
-fits a plain form renderer in 600 characters whatever Door's names hold; and ``list_nodes`` never
+fits a plain form renderer in 900 characters whatever Door's names hold, every warning whole; and ``list_nodes`` never
 counts the empty items of a cold snapshot (R-NODE-03) as zero workers.
 """
 
@@ -26,7 +26,7 @@ from tests.maya_tools.conftest import MODES, Person
 
 pytestmark = pytest.mark.anyio
 
-FORM_MAX = 600
+FORM_MAX = 900
 
 
 def text_of(result: CallToolResult) -> str:
@@ -79,7 +79,7 @@ def _hostile(backend: ReferenceBackend) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_the_form_message_of_every_action_fits_600_characters_of_plain_text_with_hostile_names(
+async def test_the_form_message_of_every_action_fits_900_characters_of_plain_text_with_hostile_names(
     backend: ReferenceBackend, connect: Callable[..., Client], mode: str
 ) -> None:
     hostile, long = _hostile(backend)
@@ -104,11 +104,14 @@ async def test_the_form_message_of_every_action_fits_600_characters_of_plain_tex
         assert len(message) <= FORM_MAX, (tool, len(message), message)
         assert data["card"]["id"] in message, tool  # a person can look the card up
         assert "```" not in message and "{\n" not in message, tool  # plain text, no request body
-        assert "get_card shows" in message and message.endswith("decline to discard it."), tool
+        assert message.endswith("Tick approve and accept to run it once."), tool
+        for warning in data["card"]["warnings"]:  # every warning whole, none counted
+            assert f"! {warning['message']}" in message.replace("\\_", "_"), (tool, warning)
+        assert "warnings (" not in message and "more warning" not in message, tool
         assert "<" not in message and "&<" not in message, tool  # Door's strings are escaped
     scale_down = person.messages[1]
     assert "count: 3 -> 1" in scale_down and "Capacity:" in scale_down and "Price per hour:" in scale_down
-    assert "! " in scale_down  # its warnings (draining, scaling down) are said, or counted
+    assert "! going from 3 to 1 drains and removes 2 workers" in scale_down
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -123,10 +126,12 @@ async def test_the_form_message_says_what_changes_where_the_capacity_price_and_w
     lines = message.split("\n")
     assert lines[0] == "Scale node pool “workers” on cluster “payments-prod”"
     assert "  count: 2 -> 4" in lines
-    assert "Capacity: 8 -> 16 vCPU, 16 -> 32 GiB memory, 160 -> 320 GiB volume" in lines
-    assert "Price per hour: 0.34 -> 0.68 (+0.34); prepaid credit needed 8.16" in lines
-    assert any(line.startswith("! this raises the cluster's price") and "[R-CREDIT-01]" in line for line in lines)
-    assert f"Card {card['id']}, expires" in message
+    assert "Capacity: 8 -> 16 vCPU, 16 -> 32 GiB RAM, 160 -> 320 GiB disk" in lines
+    assert "Price per hour: 0.34 -> 0.68" in lines
+    credit = "! this adds 0.34 per hour; Door refuses it with 402 unless prepaid credit covers 24 h of it: 8.16 [R-CREDIT-01]"
+    assert credit in lines
+    assert "! needs the super_admin role: Door refuses a member with 403 [R-AUTH-03]" in lines
+    assert f"Card {card['id']}, expires" in message and "; get_card shows it whole" in message  # there is room
     assert card["body_digest"] not in message and "/v1/public" not in message  # they stay in the card
 
 

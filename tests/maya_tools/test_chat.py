@@ -202,10 +202,11 @@ async def chat(
 ) -> tuple[ModelChat, ApprovalPrompt]:
     approval = ApprovalPrompt(terminal)
     async with Client(server, mode=mode, elicitation_callback=approval) as client:
+        approval.client = client  # as ``maya_tools.chat.app.run`` does: the whole card is read through it
         session = await open_session(client, terminal, anthropic_client=model.client(), model="test-model")
         assert isinstance(session, ModelChat)
         with anyio.fail_after(30):
-            await repl(terminal, session)
+            await repl(terminal, session, approval)
     model.verify()
     return session, approval
 

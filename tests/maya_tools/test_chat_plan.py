@@ -49,10 +49,30 @@ async def test_the_chat_shows_a_plan_s_steps_and_peak_then_each_step_as_it_runs(
     )
 
     shown = out.getvalue()
-    [card] = approval.shown
-    assert "Plan of 3 steps, one approval: add “workers-c5-2xlarge”, wait until Running, remove “workers”" in card
-    assert "at the peak (both pools)" in card and "prepaid credit needed" in card
-    in_order(shown, "Plan of 3 steps", "at the peak (both pools)", "✓ you approved this card", *STEPS, "Done:")
+    [form] = approval.shown
+    assert "Plan of 3 steps, one approval: add the new pool in dks.c5.2xlarge" in form  # the short form
+    # The terminal shows the whole card instead (issue 27): capacity, price, the peak, every step, every warning.
+    in_order(
+        shown,
+        "CONFIRM: Change the tier of node pool “workers”",
+        "  size: “dks.c5.xlarge” -> “dks.c5.2xlarge”",
+        "  name: “workers” -> “workers-c5-2xlarge”",
+        "  price per hour: 0.34 -> 0.68",
+        "prepaid credit needed",
+        "at the peak (both pools)",
+        "Step 1 (pending): Add pool workers-c5-2xlarge",
+        "Step 2 (pending): Wait until pool workers-c5-2xlarge is done",
+        "Step 3 (pending): Remove pool workers",
+        "! step 3 drains and deletes the old pool's 2 workers once the new pool runs [R-DEL-02]",
+        "! the pool is renamed workers-c5-2xlarge; keeping its name takes 3 more steps",
+        "[R-CREDIT-01]",
+        "! needs the super_admin role: Door refuses a member with 403 [R-AUTH-03]",
+        "The exact request and its digest: type /card.",
+        "✓ you approved this card",
+        *STEPS,
+        "Done:",
+    )
+    assert "Request digest" not in shown and "Card card_" not in shown  # not the form; the request on /card
     assert shown.count("⋯ step 2 of 3: 2 of 2 workers") == 1, "a progress message is printed once"
     kinds = [op["kind"] for op in await operations(door)]
     assert kinds.count("pool.create") == 1 and kinds.count("pool.delete") == 1

@@ -34,6 +34,27 @@ function text(value) {
   if (value === null || value === undefined) return "—";
   return typeof value === "string" ? value : JSON.stringify(value);
 }
+// A change in words, as the text card writes it (confirmation_cards.render.change_words): no JSON object.
+const NODE_REPLACED = "drained and deleted; Door adds a replacement";
+function words(value) {
+  if (value === null || value === undefined) return "—";
+  if (Array.isArray(value)) return value.map(words).join(", ") || "none";
+  if (typeof value === "object") {
+    const keys = Object.keys(value).sort();
+    return keys.length ? keys.map((k) => `“${k}”=${words(value[k])}`).join(", ") : "none";
+  }
+  return typeof value === "string" ? `“${value}”` : text(value);
+}
+function isDefault(v) {
+  return v === null || v === false || (typeof v === "object" && !Array.isArray(v) && !Object.keys(v).length);
+}
+function changeCells(c) {
+  if (c.field === "node" && c.before && typeof c.before === "object") {
+    return [`node ${text(c.before.name)}`, text(c.before.status || "unlisted"), NODE_REPLACED];
+  }
+  if ((c.before === null && isDefault(c.after)) || (c.after === null && isDefault(c.before))) return null;
+  return [c.field, words(c.before), words(c.after)];
+}
 function row(parent, cells) {
   const tr = document.createElement("tr");
   for (const cell of cells) { const td = document.createElement("td"); td.textContent = text(cell); tr.append(td); }
@@ -176,7 +197,7 @@ function render(result) {
   $("title").textContent = TITLES[card.action] || text(card.action);
   $("target").textContent = `${text(card.target)} on cluster ${text(card.cluster_name)}`;
   const diff = $("diff"); diff.replaceChildren();
-  for (const change of card.diff || []) row(diff, [change.field, change.before, change.after]);
+  for (const change of card.diff || []) { const cells = changeCells(change); if (cells) row(diff, cells); }
   const cap = $("capacity"); cap.replaceChildren();
   row(cap, ["Capacity", capacity(card.capacity_before), capacity(card.capacity_after)]);
   row(cap, ["Price", money(card.price_before), money(card.price_after)]);
@@ -187,7 +208,7 @@ function render(result) {
     : "";
   showSteps(card);
   const warnings = $("warnings"); warnings.replaceChildren();
-  for (const w of card.warnings || []) { const li = document.createElement("li"); li.textContent = text(w.message); warnings.append(li); }
+  for (const w of card.warnings || []) { const li = document.createElement("li"); li.textContent = text(w.message) + (w.rule ? ` [${w.rule}]` : ""); warnings.append(li); }
   $("warnings-box").hidden = !(card.warnings || []).length;
   const request = (r) => `${text(r.method)} ${text(r.path)}\n${JSON.stringify(r.body ?? {}, null, 2)}`;
   $("request").textContent = plan ? card.steps.map((s) => `${s.index}. ${request(s)}`).join("\n\n") : request(card);
