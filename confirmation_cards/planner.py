@@ -38,6 +38,7 @@ from confirmation_cards.models import (
     FieldChange,
     request_digest,
 )
+from confirmation_cards.policy import Policy, apply
 from confirmation_cards.roles import RoleMemory
 from confirmation_cards.targets import DRAINING, fingerprint, node_snapshot, pool_snapshot
 from confirmation_cards.warnings import autoscale_warning, labels_warning, unlisted_node_warning
@@ -122,8 +123,12 @@ class Planner:
         ttl: timedelta = DEFAULT_TTL,
         principal: str | None = None,
         roles: RoleMemory | None = None,
+        policy: Policy | None = None,
+        client: str | None = None,
     ) -> None:
         self._door = door
+        self._policy = policy
+        self._client = client
         self._clock = clock
         self._ttl = ttl
         self._principal = principal
@@ -449,7 +454,7 @@ class Planner:
         method, path = request_line(action, cluster.id, target)
         now = self._clock()
         all_rules = {*rule_ids, *(w.rule for w in warnings if w.rule)}
-        return Card(
+        card = Card(
             id=new_card_id(),
             action=action,
             cluster_id=cluster.id,
@@ -475,6 +480,12 @@ class Planner:
             created_at=now,
             expires_at=now + self._ttl,
         )
+        return self.with_policy(card, cluster)
+
+    def with_policy(self, card: Card, cluster: Cluster) -> Card:
+        """The team's policy applied to a planned card (``confirmation_cards.policy``): a deny or a broken
+        limit raises ``PreflightError`` before the card exists; else the card carries the rules that applied."""
+        return apply(self._policy, card, cluster.tags, self._client)
 
 
 def _alive_names(cluster: Cluster) -> list[str]:

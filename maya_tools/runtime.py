@@ -22,6 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from backend_client import DoorClient
 from backend_client.tls import VerifyingTransport, verifying_tls
 from confirmation_cards import ApprovalService, Card, CardStore, Planner, RoleMemory, token_fingerprint
+from confirmation_cards.approvals import Approver
 from confirmation_cards.models import CardOwner
 from confirmation_cards.stores import is_postgres, open_store
 from maya_tools.owner_doors import RuntimeOwners
@@ -203,13 +204,40 @@ class Runtime:
             return f"{self.principal(ctx)} via {client_name(ctx)} ({channel})"
         return f"{self.settings.approver} ({channel})"
 
-    def planner(self, door: DoorClient, principal: str | None = None) -> Planner:
+    def planner(self, door: DoorClient, principal: str | None = None, client: str | None = None) -> Planner:
+        """A planner for the caller: the team's policy (``MAYA_POLICY``) applies to every card it plans,
+        judged with the caller's OAuth ``client`` (``client_of``) where a rule names clients."""
         return Planner(
             door,
             clock=self.now,
             ttl=timedelta(seconds=self.settings.card_ttl_seconds),
             principal=principal,
             roles=self.service.roles,
+            policy=self.settings.policy,
+            client=client,
+        )
+
+    def client_of(self, ctx: Context[Any, Any]) -> str | None:
+        """With OAuth, the OAuth client of the caller's access token (``client_id``, else ``azp``); else None."""
+        if not self.oauth:
+            return None
+        from maya_tools.auth.resource import verified_of
+
+        verified = verified_of(_scope_of(ctx))
+        return verified.client_id if verified is not None else None
+
+    def person_approver(self, ctx: Context[Any, Any]) -> Approver:
+        """The caller as an approver of cards: with OAuth their verified person and the access token's
+        claims (what the policy's ``approvers`` are judged by); else their principal, holding no claims."""
+        if not self.oauth:
+            return Approver(principal=self.principal(ctx))
+        from maya_tools.auth.resource import verified_of
+
+        person = self.person(ctx)
+        verified = verified_of(_scope_of(ctx))
+        claims = dict(verified.claims or {}) if verified is not None else {}
+        return Approver(
+            principal=person.key, issuer=person.issuer, subject=person.subject, name=person.name, claims=claims
         )
 
     def now(self) -> datetime:

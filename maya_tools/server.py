@@ -358,6 +358,10 @@ def build_server(
     ``page_url`` is where the approval page is reached when the caller serves ``pages.app`` itself
     (streamable HTTP); without it the page gets its own loopback server on first use."""
     check_replicas(settings, transport)
+    if settings.policy is not None or settings.policy_file is not None:
+        from maya_tools.policy import with_policy  # a server without MAYA_POLICY never reads TOML
+
+        settings = with_policy(settings, transport)
     pages = ApprovalPages(page_url, via=settings.replica)
 
     @asynccontextmanager

@@ -35,7 +35,7 @@ from mcp.server.mcpserver import (
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from confirmation_cards import Action, Card, CardNotFound, CardStatus, Planner, lifecycle
+from confirmation_cards import Action, ApprovalRefused, Card, CardNotFound, CardStatus, Planner, lifecycle
 from confirmation_cards.actions import ACTIONS
 from confirmation_cards.form import FORM_MAX, form_message
 from confirmation_cards.models import CardOwner, card_digest_schema, strip_titles
@@ -148,7 +148,7 @@ async def card_for(
         if linked is not None and linked.principal == principal and linked.action == action:
             return linked
         with door_errors():
-            planned = _owned(await plan(runtime.planner(door, principal)), runtime.owner(ctx))
+            planned = _owned(await plan(runtime.planner(door, principal, runtime.client_of(ctx))), runtime.owner(ctx))
         if later_round:
             earlier = await runtime.store.find_asked(principal, action, planned.body_digest)
             if earlier is not None:
@@ -161,7 +161,7 @@ async def card_for(
         if asked is not None:
             return asked
     with door_errors():
-        planned = _owned(await plan(runtime.planner(door, principal)), runtime.owner(ctx))
+        planned = _owned(await plan(runtime.planner(door, principal, runtime.client_of(ctx))), runtime.owner(ctx))
     return await lifecycle.keep_or_store(runtime.store, planned, runtime.now())
 
 
@@ -347,7 +347,14 @@ async def decide_as(
 
     with door_errors(), card_errors():
         done = await lifecycle.decide(
-            runtime.service, card, decision, by=who, principal=principal, door=runtime.door(ctx), progress=progress
+            runtime.service,
+            card,
+            decision,
+            by=who,
+            principal=principal,
+            door=runtime.door(ctx),
+            progress=progress,
+            person=runtime.person_approver(ctx),
         )
     if isinstance(decision, lifecycle.Approve):
         return outcome(done, decided_here=done.approved_by == who)
@@ -365,6 +372,8 @@ def card_errors() -> Iterator[None]:
         yield
     except CardNotFound as exc:
         raise ToolError(NOT_YOURS) from exc
+    except ApprovalRefused as exc:
+        raise ToolError(f"Refused, nothing was changed: {exc}") from exc
 
 
 def outcome(card: Card, *, decided_here: bool, reason: str = "declined") -> ChangeResult:
