@@ -100,6 +100,8 @@ class Settings:
     """``MAYA_POLICY``: the team's policy file (TOML, docs/policy.md); None: every card is its requester's."""
     policy: Policy | None = field(default=None, repr=False)
     """The parsed policy (``maya_tools.policy.with_policy`` reads ``policy_file``), or one given directly."""
+    approval_webhook_url: str | None = field(default=None, repr=False)  # a webhook URL often holds a secret
+    """``MAYA_APPROVAL_WEBHOOK_URL``: told when a card starts waiting for approvers and when it is decided."""
 
     @property
     def oauth(self) -> bool:
@@ -128,7 +130,8 @@ class Settings:
         and ``MAYA_PUBLIC_URL`` (behind a load balancer; with OAuth, the resource's base), ``MAYA_OAUTH_ISSUER``,
         ``MAYA_OAUTH_CLIENT_ID``, ``MAYA_OAUTH_CLIENT_SECRET``, ``MAYA_OAUTH_NAME_CLAIM`` (comma-separated,
         first present wins), ``MAYA_ALLOWED_ORIGINS`` (comma-separated), ``MAYA_CREDENTIAL_KEY``,
-        ``MAYA_SESSION_SECONDS`` and ``MAYA_POLICY`` (the policy file's path); keyword overrides win."""
+        ``MAYA_SESSION_SECONDS``, ``MAYA_POLICY`` (the policy file's path) and ``MAYA_APPROVAL_WEBHOOK_URL``
+        (docs/policy.md); keyword overrides win."""
         env = os.environ if env is None else env
         values: dict[str, object] = {
             "door_api_url": env.get("DOOR_API_URL") or None,
@@ -157,6 +160,7 @@ class Settings:
             "credential_key": env.get("MAYA_CREDENTIAL_KEY") or None,
             "session_seconds": _number(env, "MAYA_SESSION_SECONDS", 900.0, least=60),
             "policy_file": env.get("MAYA_POLICY") or None,
+            "approval_webhook_url": _webhook(env.get("MAYA_APPROVAL_WEBHOOK_URL")),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
@@ -261,6 +265,22 @@ def _check_url(name: str, url: str) -> None:
             f"{name} must be an https:// URL without query or fragment (http:// only on a loopback host), "
             f"not {url[:80]!r}."
         )
+
+
+def _webhook(url: str | None) -> str | None:
+    """``MAYA_APPROVAL_WEBHOOK_URL``: an ``https://`` URL, or ``http://`` on a loopback host; None when unset."""
+    if not url:
+        return None
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if not parts.hostname or not (parts.scheme == "https" or (parts.scheme == "http" and is_loopback(parts.hostname))):
+        raise ConfigError(
+            "MAYA_APPROVAL_WEBHOOK_URL must be an https:// URL (http:// only on a loopback host), not "
+            f"{parts.scheme or 'no'} scheme on {parts.hostname or 'no host'}: set it to the receiver's address "
+            "(docs/policy.md, 'Telling the approvers') or unset it."
+        )
+    return url
 
 
 def _check_origin(origin: str) -> None:
