@@ -101,6 +101,11 @@ class Policy(_Strict):
         return self
 
     @property
+    def claims(self) -> tuple[str, ...]:
+        """The claims approvers are judged by, each once (what a browser session keeps of the ID token)."""
+        return tuple(dict.fromkeys(r.approvers.claim for r in self.rule if r.approvers is not None))
+
+    @property
     def needs_identities(self) -> str | None:
         """The first rule that needs ``--auth oauth``, and why, in words; None when none does."""
         for rule in self.rule:
@@ -235,7 +240,7 @@ def check(policy: Policy, target: Target) -> CardPolicy | None:
             raise _refusal(
                 rule,
                 "action",
-                f"the team's policy denies this change from chat: {rule.deny}",
+                f"the team's policy denies this change from chat: {rule.deny.rstrip('.')}",
                 "Nothing was planned; follow the process the rule names, or ask the policy's owners.",
             )
     for rule in applied:

@@ -375,6 +375,7 @@ async def _open_oauth(runtime: Runtime, http: httpx2.AsyncClient) -> None:
         database=runtime.credentials.database,
         session_seconds=settings.session_seconds,
         name_claims=settings.oauth_name_claims,
+        keep_claims=settings.policy.claims if settings.policy is not None else (),
     )
     runtime.connect_requests = ConnectRequests(runtime.credentials.database)
 
