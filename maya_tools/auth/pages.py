@@ -30,6 +30,7 @@ HEADERS = {
 FORM_BODY_LIMIT = 8_192
 
 
+
 @functools.cache
 def environment() -> jinja2.Environment:
     """The pages' templates, loaded when the first page is served: a server that shows none (stdio)

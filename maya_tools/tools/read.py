@@ -203,7 +203,9 @@ def register(mcp: MCPServer[Any]) -> None:
         with door_errors():
             found = await door.resolve_cluster(cluster)
             pools = [p.name for p in found.node_pools]
-            nodes = await door.node_page(found.id, pool, offset=offset, limit=limit, fresh=wait_for_fresh, pools=pools)
+            nodes = await door.node_page(
+                found.id, pool, offset=offset, limit=limit, fresh=wait_for_fresh, pools=pools
+            )
             if nodes.cold and not wait_for_fresh:
                 # R-NODE-03: a cold read has no items, which is not "0 workers". Wait for the refresh it
                 # queued, as long as the planner waits, and say "not known yet" if it does not land.
