@@ -119,7 +119,8 @@ def whom(requirement: Requirement) -> str:
 
 def waiting_line(card: Card, viewer: Approver | None = None) -> str:
     """What the card still waits for, whole, e.g. "needs 1 approval from platform (rule prod-four-eyes);
-    you cannot approve your own change". Empty when nothing is outstanding."""
+    you cannot approve your own change" said to its requester (``viewer``); said to nobody in
+    particular (a rendering), "the person who asked cannot approve it". Empty when nothing is outstanding."""
     parts: list[str] = []
     for requirement, more in outstanding(card):
         noun = "approval" if more == 1 else "approvals"
@@ -127,12 +128,31 @@ def waiting_line(card: Card, viewer: Approver | None = None) -> str:
     if not parts:
         return ""
     line = "; ".join(parts)
-    if viewer is None or is_requester(card, viewer):
-        if any(not r.self_approval for r, _ in outstanding(card)):
+    own_barred = any(not r.self_approval for r, _ in outstanding(card))
+    if viewer is None:
+        line += "; the person who asked cannot approve it" if own_barred else ""
+    elif is_requester(card, viewer):
+        if own_barred:
             line += "; you cannot approve your own change"
-        elif viewer is None or not would_complete(card, viewer):
+        elif not would_complete(card, viewer):
             line += "; your own approval is not enough"
     return line
+
+
+def policy_lines(card: Card) -> list[str]:
+    """What a rendering of ``card`` says of its policy: what it waits for, and who approved."""
+    lines: list[str] = []
+    waiting = waiting_line(card) if card.status.value == "pending" else ""
+    if waiting:
+        lines.append(f"Waiting: {waiting}.")
+    elif requirements(card):
+        lines.append("Every approval the policy requires was given.")
+    for approval in card.approvals:
+        counted = ", ".join(approval.rules) or "no rule"
+        lines.append(
+            f"Approved by {approver_label(approval)} at {approval.at:%Y-%m-%d %H:%M:%S} UTC (counts for {counted})."
+        )
+    return lines
 
 
 def refusal(card: Card, who: Approver) -> str | None:

@@ -94,8 +94,7 @@ def _plan(card: Card, name: int) -> str:
 
 def _render(card: Card, name: int, changes: list[str], warnings: list[str], closing: bool) -> str:
     return (
-        environment()
-        .get_template("form.txt.j2")
+        environment().get_template("form.txt.j2")
         .render(
             card=card,
             title=f"{ACTIONS[card.action].title} {quoted(safe_text(card.target, name))}",

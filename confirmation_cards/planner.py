@@ -8,7 +8,6 @@ re-implemented here.
 
 from __future__ import annotations
 
-import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -30,7 +29,7 @@ from backend_client.models import (
 from backend_client.rules import Violation
 from confirmation_cards.actions import request_line
 from confirmation_cards.door import DoorApi
-from confirmation_cards.errors import NOT_A_BACKEND_REFUSAL, PreflightError
+from confirmation_cards.errors import NOT_A_BACKEND_REFUSAL, PreflightError, refusal_from
 from confirmation_cards.models import (
     Action,
     Card,
@@ -67,23 +66,6 @@ def _refuse(violations: Iterable[Violation | None]) -> None:
     for violation in violations:
         if violation is not None:
             raise PreflightError(violation)
-
-
-def _refusal_from(error: DoorStatusError) -> PreflightError:
-    """A read Door refused (403 non-member, 404 unknown cluster, …) as a preflight refusal."""
-    field = error.problem.errors[0].field if error.problem.errors else None
-    message = (error.problem.detail or error.problem.title).strip()
-    fix = error.advice()
-    # Door's detail may already be the rule's own explanation, "R-AUTH-01 (field): what. Fix.": then
-    # the rule prefix would be said twice and the fix is Door's own, so neither is repeated.
-    prefix = re.match(rf"{re.escape(error.rule)}(?:\s*\((?P<field>[^)]*)\))?:\s*", message) if error.rule else None
-    if prefix:
-        field = prefix.group("field") or field
-        what, _, said_fix = message[prefix.end() :].partition(". ")
-        message, fix = what, said_fix.strip() or fix
-    return PreflightError(
-        Violation(error.rule or f"HTTP-{error.status_code}", error.status_code, field, message.rstrip("."), fix)
-    )
 
 
 def _pool_view(pool: NodePool | None, names: Iterable[str]) -> dict[str, JsonValue]:
@@ -351,7 +333,7 @@ class Planner:
         try:
             return await call
         except DoorStatusError as error:
-            raise _refusal_from(error) from error
+            raise refusal_from(error) from error
 
     async def _cluster(self, name_or_id: str) -> Cluster:
         return await self._read(self._door.resolve_cluster(name_or_id))

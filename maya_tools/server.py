@@ -234,6 +234,11 @@ class MayaServer(MCPServer[Runtime]):
                 # structuredContent, which the model reads (DESIGN.md channel 1).
                 meta = {**(result.meta or {}), META_KEY: {"cardId": asked["card"], "secret": secret}}
                 result = result.model_copy(update={"meta": meta})
+            waiting = asked.get("waiting")
+            if waiting is not None and isinstance(result, CallToolResult) and not result.is_error:
+                # The view disables Approve with this reason: the policy waits for other people (issue 28).
+                meta = {**(result.meta or {}), META_KEY: {"cardId": asked["card"], "waiting": waiting}}
+                result = result.model_copy(update={"meta": meta})
             return result
         except UnexpectedToolError:
             raise

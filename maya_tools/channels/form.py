@@ -43,6 +43,7 @@ from confirmation_cards.render import clean_text, quoted, when
 from maya_tools.channels.app_secret import mint_app_secret
 from maya_tools.channels.connect import answers_connect
 from maya_tools.channels.page_link import link_answer, link_round, linked_card, rides_input_required
+from maya_tools.channels.waiting import waiting_for, waiting_message
 from maya_tools.errors import door_errors
 from maya_tools.runtime import Runtime, runtime_of
 
@@ -201,6 +202,13 @@ async def ask(
         return PageAnswer(action=opened)
     if card.status is not CardStatus.PENDING:
         return AlreadyDecided(status=card.status)
+    runtime = runtime_of(ctx)
+    waiting = waiting_for(card, runtime.person_approver(ctx))
+    if waiting is not None:
+        # The policy needs other approvers: no channel of the caller's offers an approval (issue 28).
+        if asked is not None:
+            asked["waiting"] = waiting
+        return NoApprovalChannel(reason=waiting_message(runtime, card, waiting))
     if client_supports_apps(ctx):
         # Channel 1, and no elicitation even if the client also declares it (DESIGN.md conventions).
         return await show_app_card(card, ctx, asked)
