@@ -49,6 +49,7 @@ from confirmation_cards.approvals import (
 )
 from confirmation_cards.render import environment
 from maya_tools.auth.pages import HEADERS, read_form
+from maya_tools.channels.waiting import REVIEW_PATH
 from maya_tools.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("maya_tools")
 
-PATH = "/cards"
+PATH = REVIEW_PATH
 CHANNEL = "review page"
 FORM_BODY_LIMIT = 4_096
 NO_APPROVERS = (

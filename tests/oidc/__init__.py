@@ -48,6 +48,8 @@ class User:
     email: str
     password: str
     preferred_username: str
+    groups: tuple[str, ...] | None = None
+    """The ``groups`` claim of the person's ID and access tokens (the policy's approvers); None: no such claim."""
 
 
 ADMIN = User("admin", "admin@door.test", "admin-password", "admin")
@@ -95,8 +97,11 @@ class OpenIDProvider:
         signing: Mapping[str, str] | None = None,
         issuer: str | None = None,
         redirect_uris: Sequence[str] = (),
+        users: Sequence[User] | None = None,
     ) -> None:
         self.resources = list(resources)
+        self.users = None if users is None else list(users)
+        """The accounts (``OIDC_USERS``); None: ``ADMIN`` and ``MEMBER``."""
         self.redirect_uris = [REDIRECT_URI, *redirect_uris]
         """The server's own client's redirect URIs: a served ``/auth/callback`` besides the tests' own."""
         self.signing = dict(signing or {})
@@ -123,6 +128,19 @@ class OpenIDProvider:
             "MAYA_OAUTH_CLIENT_SECRET": SERVER_CLIENT_SECRET,
             "MAYA_OAUTH_REDIRECT_URIS": " ".join(self.redirect_uris),
         }
+        if self.users is not None:
+            accounts = [
+                {
+                    "sub": u.sub,
+                    "email": u.email,
+                    "password": u.password,
+                    "name": u.preferred_username,
+                    "preferred_username": u.preferred_username,
+                    **({} if u.groups is None else {"groups": list(u.groups)}),
+                }
+                for u in self.users
+            ]
+            env["OIDC_USERS"] = json.dumps(accounts)
         with open(self.log, "ab") as log:
             self._process = subprocess.Popen(
                 argv, cwd=FOLDER, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log
