@@ -217,7 +217,7 @@ class NotifyingStore:
         moved = await self._store.transition(
             card_id, expected=expected, to=to, entry=entry, update=update, live_at=live_at
         )
-        if moved is not None and to in FINAL and expected is not to and needs_approvers(moved):
+        if moved is not None and to in FINAL and needs_approvers(moved):
             self._webhook.send(moved, "decided")
         return moved
 

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 
+from backend_client.tls import verifying_tls
 from maya_tools.auth import Principal
 from maya_tools.channels.app_secret import META_KEY
 from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_MEMBER_TOKEN, DEMO_OUTSIDER_TOKEN
@@ -45,6 +47,7 @@ POLICY = """
 [[rule]]
 name = "prod-four-eyes"
 clusters = ["tag:prod"]
+actions = ["scale", "remove", "change_tier"]
 approvals = 1
 approvers = { claim = "groups", any_of = ["platform"] }
 self_approval = false
@@ -272,6 +275,11 @@ async def approved_by_platform(world: World, card_id: str) -> str:
         forged = await browser.post(f"/cards/{card_id}", {"csrf": "0" * 64, "decision": "approve"})
         for refused in (elsewhere, cross_site, forged):
             assert refused.status_code == 403 and "nothing was changed" in refused.text, refused.text[:400]
+        async with httpx2.AsyncClient(verify=verifying_tls()) as nobody:  # no session: sent to sign in, or 403
+            unsigned = await nobody.get(url)
+            assert unsigned.status_code == 303 and unsigned.headers["location"].startswith("/auth/login?")
+            anonymous = await nobody.post(url, data=form, headers={"origin": world.public_url})
+            assert anonymous.status_code == 403 and "not signed in" in anonymous.text, anonymous.text[:400]
         done = await browser.post(f"/cards/{card_id}", form)
         assert done.status_code == 200 and "Status: executed" in done.text, done.text[:1500]
         again = await browser.post(f"/cards/{card_id}", form)
@@ -337,6 +345,23 @@ async def test_a_decline_by_a_platform_approver_ends_the_card_and_tells_the_webh
     assert patches(world, since) == []
     _, decided = site.receiver.wait_for(card_id, ["waiting", "decided"])
     assert decided["status"] == "declined" and "pat" in decided["text"], decided
+
+
+async def test_a_card_no_rule_asks_approvers_for_is_nobody_elses_to_decide_on_the_review_page(
+    site: Site, world: World
+) -> None:
+    """ada's relabel of the prod workers (no rule matches it) waits for her own answer (her client offers no
+    channel): pat, in platform, may not approve it on /cards, nor see it listed; nothing reaches Door and the
+    webhook is not told."""
+    since = last_seq(world)
+    async with signed_in_client(world, ADA, "modern") as client:  # no elicitation: the card stays pending
+        asked = await client.call_tool(
+            "relabel_node_pool", {"cluster": "payments-prod", "pool": "workers", "labels": {"team": "payments"}}
+        )
+    assert asked.structured_content is not None and asked.structured_content["status"] == "pending", asked.content
+    card_id = str(asked.structured_content["card"]["id"])
+    await refused_on_the_review_page(world, PAT, card_id, "No rule of the team")
+    assert patches(world, since) == [] and site.receiver.of(card_id) == []
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -26,6 +27,7 @@ from backend_client.models import PublicNodePoolPatchRequest
 from confirmation_cards import ApprovalService, Approver, Card, CardStatus, Planner, SqliteCardStore
 from confirmation_cards.owners import FixedDoor
 from confirmation_cards.policy import parse_policy
+from confirmation_cards.stores import AuditEntry
 from maya_tools.settings import ConfigError, Settings
 from maya_tools.webhook import QUEUE_CAP, Webhook, notifying
 from reference_backend.clock import ManualClock
@@ -146,6 +148,36 @@ async def test_a_waiting_card_and_its_outcome_each_send_one_message_with_the_rev
     assert decided["status"] == "executed" and decided["approved_by"] == ["Pat (sub pat, sub_pat)"]
     sent = json.dumps(receiver.bodies)
     assert not any(secret in sent for secret in SECRETS) and "very-secret-path" not in sent
+
+
+async def test_only_a_move_into_a_final_status_is_a_decision(
+    admin: DoorClient, clock: ManualClock, store: SqliteCardStore
+) -> None:
+    """A card leaving pending for executing (the claim), or an executing plan asked to stop, is not decided yet."""
+    receiver = Receiver()
+    async with receiver.client() as http:
+        webhook = Webhook(HOOK, public_url=PUBLIC, http=http, sleep=Sleeps())
+        notified = notifying(store, webhook)
+        card = await notified.create(await plan(admin, clock))
+        until = clock.now() + timedelta(minutes=5)
+        stop = AuditEntry("stop_requested", clock.now(), by="pat")
+        assert await notified.claim(
+            card.id,
+            executor="me",
+            until=until,
+            entry=AuditEntry("approved", clock.now()),
+            update={},
+            live_at=clock.now(),
+        )
+        assert await notified.transition(card.id, expected=CardStatus.EXECUTING, to=CardStatus.EXECUTING, entry=stop)
+        done = AuditEntry("failed", clock.now(), detail="Door refused it")
+        assert await notified.transition(card.id, expected=CardStatus.EXECUTING, to=CardStatus.FAILED, entry=done)
+        async with anyio.create_task_group() as group:
+            group.start_soon(webhook.run)
+            await receiver.wait_for(2)
+            await anyio.wait_all_tasks_blocked()
+            group.cancel_scope.cancel()
+    assert [(b["event"], b["status"]) for b in receiver.bodies] == [("waiting", "pending"), ("decided", "failed")]
 
 
 async def test_a_failing_receiver_is_retried_with_backoff_and_gets_the_message_once(
