@@ -154,8 +154,12 @@ def timestamp(when: datetime) -> float:
 
 
 def created_entry(card: Card) -> AuditEntry:
-    """The audit row every store appends with a new card: what it will send, and the body's digest."""
+    """The audit row every store appends with a new card: what it will send, the body's digest and, under
+    a policy, the rules that applied, the approvals each needs and their digest."""
     detail = f"{card.action} {card.method} {card.path} body sha256 {card.body_digest}"
+    if card.policy is not None:
+        needs = "; ".join(f"{r.rule} needs {r.approvals}" for r in card.policy.requirements) or "no approvals"
+        detail += f"; policy rules {', '.join(card.policy.rules)} ({needs}), policy sha256 {card.policy.digest}"
     return AuditEntry("created", card.created_at, detail=detail)
 
 

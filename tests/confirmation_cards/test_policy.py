@@ -7,6 +7,7 @@ written down with the fingerprint of the token it carried (``Wire``), so "Door s
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -31,7 +32,7 @@ from confirmation_cards import (
 from confirmation_cards.approvals import outstanding, waiting_line
 from confirmation_cards.models import CardOwner
 from confirmation_cards.owners import OwnerDoor
-from confirmation_cards.policy import Policy, parse_policy
+from confirmation_cards.policy import Policy, Target, check, parse_policy
 from confirmation_cards.tier_plan import plan_tier_change
 from reference_backend import seed
 from reference_backend.backend import ReferenceBackend
@@ -378,3 +379,59 @@ async def test_a_card_without_approvers_is_still_its_requesters_alone(
     done = await service.approve(card.id, approver="ann (MCP elicitation)", door=door)
 
     assert done.status is CardStatus.EXECUTED and mutations(seen) == [("PATCH", REQUESTER)]
+
+
+async def test_the_created_audit_names_the_rules_that_applied_and_their_digest(
+    door: DoorClient, clock: ManualClock, store: SqliteCardStore
+) -> None:
+    card = await planned(planner_with(door, clock, FOUR_EYES), store)
+
+    [created] = await store.audit(card.id)
+
+    assert card.policy is not None
+    assert f"policy rules prod-four-eyes (prod-four-eyes needs 1), policy sha256 {card.policy.digest}" in created.detail
+
+
+def test_a_rule_naming_clients_refuses_any_other_client_before_any_card() -> None:
+    policy = parse_policy({"rule": [{"name": "ide-only", "clusters": ["*"], "clients": ["vscode-maya"]}]})
+    target = Target(
+        action="scale_node_pool",
+        cluster_id="c1",
+        cluster_name="payments-prod",
+        cluster_tags=("prod",),
+        pool="workers",
+        counts=(("count", 4),),
+        size=None,
+        client="some-other-app",
+    )
+
+    with pytest.raises(PreflightError) as refused:
+        check(policy, target)
+    assert "ide-only" in str(refused.value) and "'some-other-app'" in str(refused.value)
+    assert refused.value.violation.field == "client"
+    allowed = check(policy, dataclasses.replace(target, client="vscode-maya"))
+    assert allowed is not None and allowed.rules == ("ide-only",)
+
+
+def test_rules_match_by_cluster_name_id_tag_pool_glob_and_action() -> None:
+    def rule(**fields: Any) -> Policy:
+        return parse_policy({"rule": [{"name": "r", "clusters": ["*"], **fields}]})
+
+    target = Target(
+        action="replace_node",
+        cluster_id="c1",
+        cluster_name="payments-prod",
+        cluster_tags=("prod", "eu"),
+        pool="web-blue",
+        counts=(),
+        size=None,
+    )
+    assert check(rule(clusters=["c1"]), target) is not None
+    assert check(rule(clusters=["payments-prod"]), target) is not None
+    assert check(rule(clusters=["tag:eu"]), target) is not None
+    assert check(rule(clusters=["tag:us", "staging"]), target) is None
+    assert check(rule(pools=["web-*"]), target) is not None
+    assert check(rule(pools=["batch"]), target) is None
+    assert check(rule(pools=["batch"]), dataclasses.replace(target, pool=None)) is not None  # unknown: fail closed
+    assert check(rule(actions=["replace"]), target) is not None
+    assert check(rule(actions=["scale", "add"]), target) is None
