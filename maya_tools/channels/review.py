@@ -29,7 +29,6 @@ Every answer carries the pages' ``HEADERS`` (``no-store``, no framing, nothing l
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -81,11 +80,11 @@ def may_review(card: Card, person: Approver) -> bool:
     return needs_approvers(card) and any(counts_for(card, r, person) for r in requirements(card))
 
 
-def why_not(card: Card, person: Approver, now: datetime) -> str | None:
+def why_not(card: Card, person: Approver) -> str | None:
     """Why ``person`` may not approve ``card`` here now (naming the rule and what to do next); None when they may."""
     if not needs_approvers(card):
         return NO_APPROVERS
-    if card.status is not CardStatus.PENDING or card.expires_at <= now:
+    if card.status is not CardStatus.PENDING:
         return (
             None if may_review(card, person) else "This card is no longer waiting for approvals; nothing was changed."
         )
@@ -114,7 +113,7 @@ class ReviewPages:
         cards = [
             c
             for c in await self.runtime.store.list(CardStatus.PENDING)
-            if needs_approvers(c) and c.expires_at > now and why_not(c, person, now) is None
+            if needs_approvers(c) and c.expires_at > now and why_not(c, person) is None
         ]
         cards.sort(key=lambda c: c.created_at, reverse=True)
         return _review(view="list", cards=cards, person=signed_in, waiting={c.id: waiting_line(c) for c in cards})
@@ -127,10 +126,10 @@ class ReviewPages:
             return self.sign_in.login_redirect(request)
         person = approver_of(signed_in)
         try:
-            card = await self.runtime.service.get(request.path_params["card_id"])
+            card = await self.runtime.service.get(request.path_params["card_id"])  # expired first when due
         except CardNotFound:
             return _review(view="missing", status_code=404)
-        reason = why_not(card, person, self.runtime.time.now())
+        reason = why_not(card, person)
         if reason is not None:
             return _review(view="refused", status_code=403, reason=reason)
         form = self.sign_in.form_token(request) or ""
