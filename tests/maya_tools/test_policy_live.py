@@ -289,6 +289,17 @@ async def approved_by_platform(world: World, card_id: str) -> str:
         await browser.aclose()
 
 
+async def decided_card_shown_only_to_its_approvers(world: World, card_id: str) -> None:
+    """Once executed, pat sees the outcome read-only; olly still sees nothing of it."""
+    for user, status, shown in ((PAT, 200, "Status: executed"), (OLLY, 403, "no longer waiting for approvals")):
+        browser = LiveBrowser(world, user)
+        try:
+            page = await browser.visit(f"/cards/{card_id}")
+            assert page.status_code == status and shown in page.text and 'value="approve"' not in page.text, page.text
+        finally:
+            await browser.aclose()
+
+
 def door_saw_one_patch_with_adas_token(world: World, since: int) -> None:
     (patch,) = patches(world, since)
     assert (patch["status"], patch["user"], patch["token"]) == (202, "ada", digest(DEMO_ADMIN_TOKEN)), patch
@@ -325,6 +336,7 @@ async def test_a_prod_change_waits_for_platform_and_runs_once_with_the_requester
     assert patches(world, since) == [], "nobody who may not approve changed anything"
 
     await approved_by_platform(world, card_id)
+    await decided_card_shown_only_to_its_approvers(world, card_id)
 
     door_saw_one_patch_with_adas_token(world, since)
     webhook_told_waiting_and_executed(site, card_id, world.public_url)
