@@ -33,6 +33,7 @@ from tests.maya_tools.channels.live import LiveBrowser, calls_since, csrf_of, di
 from tests.maya_tools.channels.test_channels_served import APPS, connected
 from tests.maya_tools.conftest import Person
 from tests.maya_tools.live import REF_ADMIN, Proc, base_env, free_port, wait_until
+from tests.maya_tools.test_approval_page import UrlOnlyClient
 from tests.oidc import SERVER_CLIENT_ID, SERVER_CLIENT_SECRET, OpenIDProvider, User
 from tests.postgres import PostgresServer, fresh_schema
 
@@ -227,7 +228,13 @@ async def ask(world: World, mode: str) -> str:
 
 
 async def requester_cannot_approve(world: World, mode: str, card_id: str) -> None:
-    """Not in the Apps view (Approve disabled, no secret), not by ``decide_card``, not on the review page."""
+    """Not by the approval page (a URL-mode client is sent no link), not in the Apps view (Approve disabled,
+    no secret), not by ``decide_card``, not on the review page."""
+    linked = Person("accept")
+    async with signed_in_client(world, ADA, mode, client_class=UrlOnlyClient, elicitation_callback=linked) as url:
+        again = await url.call_tool(*scale(3))  # the same request: the same live card
+    assert again.structured_content is not None and again.structured_content["card"]["id"] == card_id
+    assert again.structured_content["status"] == "pending" and linked.messages == [], "no approval link is sent"
     async with signed_in_client(world, ADA, mode, extensions=[APPS]) as apps:
         shown = await apps.call_tool(*scale(3))  # the same request: the same live card
         assert shown.meta is not None and shown.meta[META_KEY]["cardId"] == card_id, shown.meta

@@ -180,6 +180,27 @@ async def test_only_a_move_into_a_final_status_is_a_decision(
     assert [(b["event"], b["status"]) for b in receiver.bodies] == [("waiting", "pending"), ("decided", "failed")]
 
 
+async def test_a_waiting_card_that_expires_is_told_as_decided_expired(
+    admin: DoorClient, clock: ManualClock, store: SqliteCardStore
+) -> None:
+    receiver = Receiver()
+    async with receiver.client() as http:
+        webhook = Webhook(HOOK, public_url=PUBLIC, http=http, sleep=Sleeps())
+        service = ApprovalService(notifying(store, webhook), clock=clock.now)
+        card = await service._store.create(await plan(admin, clock))
+        clock.advance(11 * 60)  # past its 10 minutes
+        (expired,) = await service.expire_due()
+        async with anyio.create_task_group() as group:
+            group.start_soon(webhook.run)
+            await receiver.wait_for(2)
+            group.cancel_scope.cancel()
+    assert expired.id == card.id and [(b["event"], b["status"]) for b in receiver.bodies] == [
+        ("waiting", "pending"),
+        ("decided", "expired"),
+    ]
+    assert "expired" in receiver.bodies[1]["text"] and receiver.bodies[1]["waiting_for"] == ""
+
+
 async def test_a_failing_receiver_is_retried_with_backoff_and_gets_the_message_once(
     admin: DoorClient, clock: ManualClock, store: SqliteCardStore
 ) -> None:
