@@ -27,6 +27,8 @@ from confirmation_cards import (
     PreflightError,
     SqliteCardStore,
     lifecycle,
+    render_markdown,
+    render_text,
     token_fingerprint,
 )
 from confirmation_cards.approvals import outstanding, waiting_line
@@ -190,6 +192,12 @@ async def test_a_four_eyes_card_says_whom_it_waits_for_and_its_policy_is_in_its_
     card = await planned(planner_with(door, clock, FOUR_EYES), store)
 
     assert card.policy is not None and card.policy.rules == ("prod-four-eyes",)
+    for rendered in (render_text(card), render_markdown(card)):
+        assert "Team policy" in rendered and "prod-four-eyes" in rendered
+        assert (
+            "Waiting: needs 1 approval from platform (rule prod-four-eyes); the person who asked cannot approve it."
+            in rendered
+        )
     assert waiting_line(card, REQUESTING) == (
         "needs 1 approval from platform (rule prod-four-eyes); you cannot approve your own change"
     )

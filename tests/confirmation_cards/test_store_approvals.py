@@ -111,6 +111,27 @@ async def test_racing_approvers_over_three_stores_all_count_and_nobody_twice(
     assert events.count("approval") == len(people)
 
 
+async def test_the_approvals_table_holds_one_row_per_person_per_card_for_every_writer(
+    location: str, shared: CardStore, planner: Planner, clock: ManualClock
+) -> None:
+    card = await waiting_card(planner, shared)
+    await shared.add_approval(card.id, approval("bob", clock), entry=entry("bob", clock), live_at=clock.now())
+    again = (
+        f"INSERT INTO approvals (card_id, principal, at, data) VALUES ('{card.id}', 'sub_bob', '2026-01-01', '{{}}')"
+    )
+
+    if location.startswith("postgresql://"):
+        with psycopg.connect(location, autocommit=True) as conn, pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(again.replace("approvals", "maya_approvals").encode())
+    else:
+        db = sqlite3.connect(location)
+        try:
+            with pytest.raises(sqlite3.IntegrityError):
+                db.execute(again)
+        finally:
+            db.close()
+
+
 async def test_the_approvals_table_refuses_updates_and_deletes(
     location: str, shared: CardStore, planner: Planner, clock: ManualClock
 ) -> None:
