@@ -48,6 +48,8 @@ class User:
     email: str
     password: str
     preferred_username: str
+    groups: tuple[str, ...] | None = None
+    """A ``groups`` claim in the person's ID and access tokens (a team's policy judges approvers by it)."""
 
 
 ADMIN = User("admin", "admin@door.test", "admin-password", "admin")
@@ -95,8 +97,11 @@ class OpenIDProvider:
         signing: Mapping[str, str] | None = None,
         issuer: str | None = None,
         redirect_uris: Sequence[str] = (),
+        users: Sequence[User] | None = None,
     ) -> None:
         self.resources = list(resources)
+        self.users = None if users is None else list(users)
+        """The provider's accounts (``OIDC_USERS``); None: ADMIN and MEMBER."""
         self.redirect_uris = [REDIRECT_URI, *redirect_uris]
         """The server's own client's redirect URIs: a served ``/auth/callback`` besides the tests' own."""
         self.signing = dict(signing or {})
@@ -123,6 +128,20 @@ class OpenIDProvider:
             "MAYA_OAUTH_CLIENT_SECRET": SERVER_CLIENT_SECRET,
             "MAYA_OAUTH_REDIRECT_URIS": " ".join(self.redirect_uris),
         }
+        if self.users is not None:
+            env["OIDC_USERS"] = json.dumps(
+                [
+                    {
+                        "sub": u.sub,
+                        "email": u.email,
+                        "password": u.password,
+                        "name": u.preferred_username.title(),
+                        "preferred_username": u.preferred_username,
+                        **({"groups": list(u.groups)} if u.groups is not None else {}),
+                    }
+                    for u in self.users
+                ]
+            )
         with open(self.log, "ab") as log:
             self._process = subprocess.Popen(
                 argv, cwd=FOLDER, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log

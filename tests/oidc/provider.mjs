@@ -9,7 +9,7 @@
 //
 // Environment: MAYA_OAUTH_CLIENT_ID / MAYA_OAUTH_CLIENT_SECRET / MAYA_OAUTH_REDIRECT_URIS (space
 // separated) preconfigure the MCP server's own confidential client (authorization code + PKCE);
-// OIDC_USERS (a JSON list of {sub, email, password, name, preferred_username}) replaces the two
+// OIDC_USERS (a JSON list of {sub, email, password, name, preferred_username, groups?}) replaces the two
 // default accounts. Signing keys are made at every start, so a restart rotates them.
 //
 // The interaction pages are this script's own, not the package's devInteractions (which accept any
@@ -86,7 +86,7 @@ const provider = new Provider(issuer, {
   claims: {
     openid: ['sub'],
     email: ['email', 'email_verified'],
-    profile: ['name', 'preferred_username'],
+    profile: ['name', 'preferred_username', 'groups'],
   },
   async findAccount(ctx, sub) {
     const user = account(sub);
@@ -94,7 +94,8 @@ const provider = new Provider(issuer, {
     return {
       accountId: sub,
       async claims() {
-        return { sub, email: user.email, email_verified: true, name: user.name, preferred_username: user.preferred_username };
+        const groups = user.groups ? { groups: user.groups } : {};  // a team claim, as IdPs send one
+        return { sub, email: user.email, email_verified: true, name: user.name, preferred_username: user.preferred_username, ...groups };
       },
     };
   },
@@ -103,7 +104,9 @@ const provider = new Provider(issuer, {
   async extraTokenClaims(ctx, token) {
     if (token.kind !== 'AccessToken' || !token.accountId) return undefined;
     const user = account(token.accountId);
-    return user ? { email: user.email, preferred_username: user.preferred_username } : undefined;
+    if (!user) return undefined;
+    const groups = user.groups ? { groups: user.groups } : {};
+    return { email: user.email, preferred_username: user.preferred_username, ...groups };
   },
   responseTypes: ['code'],
   pkce: { methods: ['S256'], required: () => true },
