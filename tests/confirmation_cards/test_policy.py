@@ -443,3 +443,21 @@ def test_rules_match_by_cluster_name_id_tag_pool_glob_and_action() -> None:
     assert check(rule(pools=["batch"]), dataclasses.replace(target, pool=None)) is not None  # unknown: fail closed
     assert check(rule(actions=["replace"]), target) is not None
     assert check(rule(actions=["scale", "add"]), target) is None
+
+
+async def test_a_requester_who_qualifies_under_self_approval_approves_in_their_own_channel(
+    door: DoorClient, clock: ManualClock, store: SqliteCardStore, seen: Seen
+) -> None:
+    own = {"rule": [{**FOUR_EYES["rule"][0], "self_approval": True}]}
+    service = ApprovalService(store, clock=clock.now, owners=OwnersDoor(door))
+    card = await planned(planner_with(door, clock, own), store)
+    ann_in_platform = Approver(
+        principal=REQUESTER, issuer=ISSUER, subject="ann", name="ann", claims={"groups": ["platform"]}
+    )
+
+    with pytest.raises(ApprovalRefused, match="your own approval is not enough"):
+        await service.approve(card.id, approver="ann (MCP elicitation)", door=door, person=REQUESTING)
+    done = await service.approve(card.id, approver="ann (MCP elicitation)", door=door, person=ann_in_platform)
+
+    assert done.status is CardStatus.EXECUTED and mutations(seen) == [("PATCH", REQUESTER)]
+    assert [(a.subject, a.rules) for a in done.approvals] == [("ann", ("prod-four-eyes",))]

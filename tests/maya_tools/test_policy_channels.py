@@ -216,3 +216,19 @@ async def test_the_approval_page_refuses_a_waiting_plan_card_before_it_starts(
     assert mutations(backend) == []
     stored = await SqliteCardStore(card_store).get(card.id)
     assert stored is not None and stored.status is CardStatus.PENDING
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_rule_the_requester_meets_alone_is_approved_in_their_form_once(
+    card_store: Path, backend: ReferenceBackend, mode: str
+) -> None:
+    one = {"rule": [{"name": "note-it", "clusters": ["tag:prod"], "approvals": 1}]}  # anyone, the requester too
+    server = policy_server(card_store, backend, one)
+    person = Person("accept")
+    async with Client(server, mode=mode, elicitation_callback=person) as client:
+        result = await client.call_tool(*SCALE)
+
+    assert result.structured_content is not None and result.structured_content["status"] == "executed"
+    assert len(person.messages) == 1 and mutations(backend) == ["PATCH"]
+    [card] = await SqliteCardStore(card_store).list()
+    assert card.policy is not None and [a.rules for a in card.approvals] == [("note-it",)]
