@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+import anyio
 import pytest
 from fastapi import FastAPI
 
@@ -461,3 +462,23 @@ async def test_a_requester_who_qualifies_under_self_approval_approves_in_their_o
 
     assert done.status is CardStatus.EXECUTED and mutations(seen) == [("PATCH", REQUESTER)]
     assert [(a.subject, a.rules) for a in done.approvals] == [("ann", ("prod-four-eyes",))]
+
+
+async def test_racing_qualifying_approvers_execute_the_card_exactly_once(
+    door: DoorClient, clock: ManualClock, store: SqliteCardStore, seen: Seen
+) -> None:
+    service = ApprovalService(store, clock=clock.now, owners=OwnersDoor(door))
+    card = await planned(planner_with(door, clock, FOUR_EYES), store)
+    results: list[Card] = []
+
+    async def approve(who: str) -> None:
+        results.append(await service.approve_as(card.id, person(who, "platform")))
+
+    async with anyio.create_task_group() as group:
+        for i in range(10):
+            group.start_soon(approve, f"approver{i}")
+
+    assert mutations(seen) == [("PATCH", REQUESTER)]
+    final = await service.get(card.id)
+    assert final.status is CardStatus.EXECUTED
+    assert [e.event for e in await store.audit(card.id)].count("approved") == 1

@@ -22,7 +22,8 @@ from confirmation_cards.models import CardApproval
 from confirmation_cards.policy import parse_policy
 from confirmation_cards.stores import AuditEntry
 from reference_backend.clock import ManualClock
-from tests.confirmation_cards.test_store import Opener, location, reopen, shared
+from tests.confirmation_cards.conftest import SECRETS
+from tests.confirmation_cards.test_store import Opener, dump, location, reopen, shared
 
 pytestmark = pytest.mark.anyio
 
@@ -84,6 +85,21 @@ async def test_one_person_approves_a_card_once_and_only_while_it_is_pending_and_
     )
     final = await shared.get(card.id)
     assert final is not None and [a.subject for a in final.approvals] == ["bob"]
+
+
+async def test_no_token_appears_in_a_card_with_approvals_or_anywhere_in_the_store(
+    location: str, shared: CardStore, planner: Planner, clock: ManualClock
+) -> None:
+    card = await waiting_card(planner, shared)
+    await shared.add_approval(card.id, approval("bob", clock), entry=entry("bob", clock), live_at=clock.now())
+
+    held = dump(location)
+    if location.startswith("postgresql://"):
+        with psycopg.connect(location, autocommit=True) as conn:
+            held += repr(conn.execute("SELECT * FROM maya_approvals").fetchall())
+    assert "sub_bob" in held
+    for secret in SECRETS:
+        assert secret not in held
 
 
 async def test_racing_approvers_over_three_stores_all_count_and_nobody_twice(
