@@ -12,7 +12,12 @@ else ``outcome_unknown`` with what to check.
 Executing cards carry a lease (``executor`` = host, pid and instance; ``lease_until``) renewed while
 the call runs. A card whose executor is gone (a dead pid on this host, or a lapsed lease) is settled
 by any server on the store, at start and by its periodic sweep (``settle_orphans``), never while its
-own process still runs it.
+own process still runs it (the read-back and the orphans: ``confirmation_cards.settling``).
+
+A card under the team's policy (``Card.policy``, issue 28) waits for its approvers: ``approve_as``
+records one verified person's approval (``confirmation_cards.approvals`` counts them) and executes
+the card, as its owner, once every requirement is met; ``approve`` (the requester's own channel)
+executes it only when the requester's approval alone meets them. Anything else is ``ApprovalRefused``.
 """
 
 from __future__ import annotations

@@ -170,8 +170,9 @@ def moved(card: Card, update: Mapping[str, Any], to: CardStatus) -> Card:
 
 
 def with_approval(card: Card, approval: CardApproval, live_at: datetime) -> Card | None:
-    """``card`` with ``approval`` appended, or None when it may not take it (expired, or that person approved)."""
-    if live_at >= card.expires_at or any(a.principal == approval.principal for a in card.approvals):
+    """``card`` with ``approval`` appended, or None when it has expired by ``live_at``. One approval per
+    person is the approvals table's primary key (card, principal), in the same transaction."""
+    if live_at >= card.expires_at:
         return None
     return moved(card, {"approvals": (*card.approvals, approval)}, CardStatus.PENDING)
 

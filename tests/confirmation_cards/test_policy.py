@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+import anyio
 import pytest
 from fastapi import FastAPI
 
@@ -27,6 +28,8 @@ from confirmation_cards import (
     PreflightError,
     SqliteCardStore,
     lifecycle,
+    render_markdown,
+    render_text,
     token_fingerprint,
 )
 from confirmation_cards.approvals import outstanding, waiting_line
@@ -190,6 +193,12 @@ async def test_a_four_eyes_card_says_whom_it_waits_for_and_its_policy_is_in_its_
     card = await planned(planner_with(door, clock, FOUR_EYES), store)
 
     assert card.policy is not None and card.policy.rules == ("prod-four-eyes",)
+    for rendered in (render_text(card), render_markdown(card)):
+        assert "Team policy" in rendered and "prod-four-eyes" in rendered
+        assert (
+            "Waiting: needs 1 approval from platform (rule prod-four-eyes); the person who asked cannot approve it."
+            in rendered
+        )
     assert waiting_line(card, REQUESTING) == (
         "needs 1 approval from platform (rule prod-four-eyes); you cannot approve your own change"
     )
@@ -435,3 +444,41 @@ def test_rules_match_by_cluster_name_id_tag_pool_glob_and_action() -> None:
     assert check(rule(pools=["batch"]), dataclasses.replace(target, pool=None)) is not None  # unknown: fail closed
     assert check(rule(actions=["replace"]), target) is not None
     assert check(rule(actions=["scale", "add"]), target) is None
+
+
+async def test_a_requester_who_qualifies_under_self_approval_approves_in_their_own_channel(
+    door: DoorClient, clock: ManualClock, store: SqliteCardStore, seen: Seen
+) -> None:
+    own = {"rule": [{**FOUR_EYES["rule"][0], "self_approval": True}]}
+    service = ApprovalService(store, clock=clock.now, owners=OwnersDoor(door))
+    card = await planned(planner_with(door, clock, own), store)
+    ann_in_platform = Approver(
+        principal=REQUESTER, issuer=ISSUER, subject="ann", name="ann", claims={"groups": ["platform"]}
+    )
+
+    with pytest.raises(ApprovalRefused, match="your own approval is not enough"):
+        await service.approve(card.id, approver="ann (MCP elicitation)", door=door, person=REQUESTING)
+    done = await service.approve(card.id, approver="ann (MCP elicitation)", door=door, person=ann_in_platform)
+
+    assert done.status is CardStatus.EXECUTED and mutations(seen) == [("PATCH", REQUESTER)]
+    assert [(a.subject, a.rules) for a in done.approvals] == [("ann", ("prod-four-eyes",))]
+
+
+async def test_racing_qualifying_approvers_execute_the_card_exactly_once(
+    door: DoorClient, clock: ManualClock, store: SqliteCardStore, seen: Seen
+) -> None:
+    service = ApprovalService(store, clock=clock.now, owners=OwnersDoor(door))
+    card = await planned(planner_with(door, clock, FOUR_EYES), store)
+    results: list[Card] = []
+
+    async def approve(who: str) -> None:
+        results.append(await service.approve_as(card.id, person(who, "platform")))
+
+    async with anyio.create_task_group() as group:
+        for i in range(10):
+            group.start_soon(approve, f"approver{i}")
+
+    assert mutations(seen) == [("PATCH", REQUESTER)]
+    final = await service.get(card.id)
+    assert final.status is CardStatus.EXECUTED
+    assert [e.event for e in await store.audit(card.id)].count("approved") == 1

@@ -22,7 +22,8 @@ from confirmation_cards.models import CardApproval
 from confirmation_cards.policy import parse_policy
 from confirmation_cards.stores import AuditEntry
 from reference_backend.clock import ManualClock
-from tests.confirmation_cards.test_store import Opener, location, reopen, shared
+from tests.confirmation_cards.conftest import SECRETS
+from tests.confirmation_cards.test_store import Opener, dump, location, reopen, shared
 
 pytestmark = pytest.mark.anyio
 
@@ -86,6 +87,21 @@ async def test_one_person_approves_a_card_once_and_only_while_it_is_pending_and_
     assert final is not None and [a.subject for a in final.approvals] == ["bob"]
 
 
+async def test_no_token_appears_in_a_card_with_approvals_or_anywhere_in_the_store(
+    location: str, shared: CardStore, planner: Planner, clock: ManualClock
+) -> None:
+    card = await waiting_card(planner, shared)
+    await shared.add_approval(card.id, approval("bob", clock), entry=entry("bob", clock), live_at=clock.now())
+
+    held = dump(location)
+    if location.startswith("postgresql://"):
+        with psycopg.connect(location, autocommit=True) as conn:
+            held += repr(conn.execute("SELECT * FROM maya_approvals").fetchall())
+    assert "sub_bob" in held
+    for secret in SECRETS:
+        assert secret not in held
+
+
 async def test_racing_approvers_over_three_stores_all_count_and_nobody_twice(
     reopen: Opener, planner: Planner, clock: ManualClock
 ) -> None:
@@ -109,6 +125,27 @@ async def test_racing_approvers_over_three_stores_all_count_and_nobody_twice(
     assert sum(r is not None for r in results) == len(people)
     events = [e.event for e in await stores[0].audit(card.id)]
     assert events.count("approval") == len(people)
+
+
+async def test_the_approvals_table_holds_one_row_per_person_per_card_for_every_writer(
+    location: str, shared: CardStore, planner: Planner, clock: ManualClock
+) -> None:
+    card = await waiting_card(planner, shared)
+    await shared.add_approval(card.id, approval("bob", clock), entry=entry("bob", clock), live_at=clock.now())
+    again = (
+        f"INSERT INTO approvals (card_id, principal, at, data) VALUES ('{card.id}', 'sub_bob', '2026-01-01', '{{}}')"
+    )
+
+    if location.startswith("postgresql://"):
+        with psycopg.connect(location, autocommit=True) as conn, pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(again.replace("approvals", "maya_approvals").encode())
+    else:
+        db = sqlite3.connect(location)
+        try:
+            with pytest.raises(sqlite3.IntegrityError):
+                db.execute(again)
+        finally:
+            db.close()
 
 
 async def test_the_approvals_table_refuses_updates_and_deletes(

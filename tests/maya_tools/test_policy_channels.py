@@ -188,3 +188,47 @@ async def test_without_a_policy_the_form_approves_as_before(
     assert len(person.messages) == 1 and mutations(backend) == ["PATCH"]
     [card] = await SqliteCardStore(card_store).list()
     assert card.policy is None and card.approvals == ()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_approval_page_refuses_a_waiting_plan_card_before_it_starts(
+    card_store: Path, backend: ReferenceBackend, mode: str
+) -> None:
+    server = policy_server(card_store, backend, FOUR_EYES)
+    browser = Browser()
+    move = ("change_pool_tier", {"cluster": "payments-prod", "pool": "workers", "size": "dks.c5.2xlarge"})
+    async with UrlOnlyClient(server, mode=mode, elicitation_callback=browser) as client:
+        result = await client.call_tool(*move)
+        data = result.structured_content
+        assert data is not None and data["status"] == "pending" and browser.urls == [], result
+        runtime = server.pages.runtime
+        assert runtime is not None
+        card = await runtime.service.get(data["card"]["id"])
+        assert card.steps
+        link = await server.pages.link_for(runtime, card, token=DEMO_ADMIN_TOKEN, approver="tester (approval page)")
+        assert link is not None
+        async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
+            page = await http.get(link)
+            headers = {"Origin": origin(link), "Sec-Fetch-Site": "same-origin"}
+            posted = await http.post(link, data={"csrf": form_token(page.text), "decision": "approve"}, headers=headers)
+
+    assert posted.status_code == 403 and "It cannot be approved here." in posted.text
+    assert mutations(backend) == []
+    stored = await SqliteCardStore(card_store).get(card.id)
+    assert stored is not None and stored.status is CardStatus.PENDING
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_rule_the_requester_meets_alone_is_approved_in_their_form_once(
+    card_store: Path, backend: ReferenceBackend, mode: str
+) -> None:
+    one = {"rule": [{"name": "note-it", "clusters": ["tag:prod"], "approvals": 1}]}  # anyone, the requester too
+    server = policy_server(card_store, backend, one)
+    person = Person("accept")
+    async with Client(server, mode=mode, elicitation_callback=person) as client:
+        result = await client.call_tool(*SCALE)
+
+    assert result.structured_content is not None and result.structured_content["status"] == "executed"
+    assert len(person.messages) == 1 and mutations(backend) == ["PATCH"]
+    [card] = await SqliteCardStore(card_store).list()
+    assert card.policy is not None and [a.rules for a in card.approvals] == [("note-it",)]

@@ -57,7 +57,7 @@ def serve(tmp_path: Path, policy: str, *args: str) -> subprocess.CompletedProces
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MAYA_", "DOOR_"))}
     env.update({"MAYA_POLICY": str(path), "MAYA_CARD_STORE": str(tmp_path / "cards.sqlite3")})
     return subprocess.run(
-        [sys.executable, "-m", "maya_tools.cli", "serve", *args],
+        [sys.executable, "-c", PROBE, *args],
         env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -67,9 +67,17 @@ def serve(tmp_path: Path, policy: str, *args: str) -> subprocess.CompletedProces
     )
 
 
+PROBE = (
+    "import sys\n"
+    "from maya_tools.cli import main\n"
+    "status = main(['serve', *sys.argv[1:]])\n"
+    "print(status, 'maya_tools.server' in sys.modules)\n"
+)
+"""``serve`` in a process that says, after it returns, its status and whether the server's modules were loaded."""
+
+
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 2, done.stderr
-    assert done.stdout == ""  # stdio: nothing but the protocol on stdout, and no protocol was spoken
+    assert done.stdout == "2 False\n", done.stdout + done.stderr  # refused before the server's imports
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("maya-tools serve: MAYA_POLICY"), done.stderr
     return lines[0]

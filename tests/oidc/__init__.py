@@ -49,7 +49,7 @@ class User:
     password: str
     preferred_username: str
     groups: tuple[str, ...] | None = None
-    """The ``groups`` claim of the person's ID and access tokens (the policy's approvers); None: no such claim."""
+    """A ``groups`` claim in the person's ID and access tokens (a team's policy judges approvers by it)."""
 
 
 ADMIN = User("admin", "admin@door.test", "admin-password", "admin")
@@ -101,7 +101,7 @@ class OpenIDProvider:
     ) -> None:
         self.resources = list(resources)
         self.users = None if users is None else list(users)
-        """The accounts (``OIDC_USERS``); None: ``ADMIN`` and ``MEMBER``."""
+        """The provider's accounts (``OIDC_USERS``); None: ADMIN and MEMBER."""
         self.redirect_uris = [REDIRECT_URI, *redirect_uris]
         """The server's own client's redirect URIs: a served ``/auth/callback`` besides the tests' own."""
         self.signing = dict(signing or {})
@@ -129,18 +129,19 @@ class OpenIDProvider:
             "MAYA_OAUTH_REDIRECT_URIS": " ".join(self.redirect_uris),
         }
         if self.users is not None:
-            accounts = [
-                {
-                    "sub": u.sub,
-                    "email": u.email,
-                    "password": u.password,
-                    "name": u.preferred_username,
-                    "preferred_username": u.preferred_username,
-                    **({} if u.groups is None else {"groups": list(u.groups)}),
-                }
-                for u in self.users
-            ]
-            env["OIDC_USERS"] = json.dumps(accounts)
+            env["OIDC_USERS"] = json.dumps(
+                [
+                    {
+                        "sub": u.sub,
+                        "email": u.email,
+                        "password": u.password,
+                        "name": u.preferred_username.title(),
+                        "preferred_username": u.preferred_username,
+                        **({"groups": list(u.groups)} if u.groups is not None else {}),
+                    }
+                    for u in self.users
+                ]
+            )
         with open(self.log, "ab") as log:
             self._process = subprocess.Popen(
                 argv, cwd=FOLDER, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log

@@ -94,8 +94,8 @@ const provider = new Provider(issuer, {
     return {
       accountId: sub,
       async claims() {
-        const claims = { sub, email: user.email, email_verified: true, name: user.name, preferred_username: user.preferred_username };
-        return user.groups ? { ...claims, groups: user.groups } : claims;
+        const groups = user.groups ? { groups: user.groups } : {};  // a team claim, as IdPs send one
+        return { sub, email: user.email, email_verified: true, name: user.name, preferred_username: user.preferred_username, ...groups };
       },
     };
   },
@@ -105,8 +105,8 @@ const provider = new Provider(issuer, {
     if (token.kind !== 'AccessToken' || !token.accountId) return undefined;
     const user = account(token.accountId);
     if (!user) return undefined;
-    const claims = { email: user.email, preferred_username: user.preferred_username };
-    return user.groups ? { ...claims, groups: user.groups } : claims;
+    const groups = user.groups ? { groups: user.groups } : {};
+    return { email: user.email, preferred_username: user.preferred_username, ...groups };
   },
   responseTypes: ['code'],
   pkce: { methods: ['S256'], required: () => true },
