@@ -273,6 +273,9 @@ async def approved_by_platform(world: World, card_id: str) -> str:
         assert listed.status_code == 200 and f'href="/cards/{card_id}"' in listed.text, listed.text[:800]
         page = await browser.visit(f"/cards/{card_id}")
         assert page.status_code == 200 and 'value="approve"' in page.text and 'value="decline"' in page.text
+        for shown in (listed, page):  # never cached, never framed, nothing loaded from elsewhere
+            assert shown.headers["cache-control"] == "no-store", shown.headers
+            assert "frame-ancestors 'none'" in shown.headers["content-security-policy"], shown.headers
         assert "Asked by sub admin" in page.text and "prod-four-eyes" in page.text and "Request digest" in page.text
         token = csrf_of(page)
         url = browser.url(f"/cards/{card_id}")
@@ -329,6 +332,7 @@ def webhook_told_waiting_and_executed(site: Site, card_id: str, public_url: str)
     )
     sent = b"".join(site.receiver.raw).decode()
     assert not any(token in sent for token in (*DOOR_TOKENS.values(), SERVER_CLIENT_SECRET)), sent
+    assert "/approve/" not in sent and "secret" not in sent, sent  # no approval link, no app secret
 
 
 @pytest.mark.parametrize("mode", MODES)
