@@ -20,7 +20,7 @@ from starlette.types import ASGIApp
 
 from backend_client.tls import verifying_tls
 from confirmation_cards import CardStatus
-from confirmation_cards.policy import parse_policy
+from confirmation_cards.policy import Policy, parse_policy
 from reference_backend.backend import ReferenceBackend
 from reference_backend.clock import ManualClock
 from reference_backend.seed import DEMO_ADMIN_TOKEN
@@ -32,6 +32,7 @@ pytestmark = pytest.mark.anyio
 
 ADA = User("admin", "admin@door.test", "admin-password", "admin", groups=("dev",))
 PAT = User("pat", "pat@door.test", "pat-password", "pat", groups=("platform",))
+QUINN = User("quinn", "quinn@door.test", "quinn-password", "quinn", groups=("platform",))
 POLICY = parse_policy(
     {
         "rule": [
@@ -57,15 +58,26 @@ class Origin:
 
 @pytest.fixture(scope="module")
 def provider() -> Iterator[OpenIDProvider]:
-    with OpenIDProvider([RESOURCE], redirect_uris=[PUBLIC_URL + "/auth/callback"], users=[ADA, PAT]).running() as up:
+    with OpenIDProvider(
+        [RESOURCE], redirect_uris=[PUBLIC_URL + "/auth/callback"], users=[ADA, PAT, QUINN]
+    ).running() as up:
         yield up
 
 
 @pytest.fixture
+def policy() -> Policy:
+    return POLICY
+
+
+@pytest.fixture
 async def site(
-    provider: OpenIDProvider, backend: ReferenceBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    provider: OpenIDProvider,
+    backend: ReferenceBackend,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    policy: Policy,
 ) -> AsyncIterator[Served]:
-    async with served(provider, backend, tmp_path / "cards.sqlite3", monkeypatch, policy=POLICY) as running:
+    async with served(provider, backend, tmp_path / "cards.sqlite3", monkeypatch, policy=policy) as running:
         yield running
 
 
@@ -132,3 +144,34 @@ async def test_a_plan_approved_on_the_review_page_runs_in_the_servers_task_group
     assert f"Bearer {DEMO_ADMIN_TOKEN}" in site.door_bearers and all(
         b == f"Bearer {DEMO_ADMIN_TOKEN}" for b in site.door_bearers if b
     )
+
+
+TWO = parse_policy({"rule": [{**POLICY.model_dump()["rule"][0], "approvals": 2}]})
+
+
+@pytest.mark.parametrize("policy", [TWO], ids=["two approvals"])
+async def test_each_approval_on_the_review_page_counts_once_and_the_last_one_needed_executes(
+    site: Served, provider: OpenIDProvider, pat: Browser, backend: ReferenceBackend
+) -> None:
+    card_id = await ask(site, provider, "scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": 3})
+    page = await pat.visit(f"/cards/{card_id}")
+    first = await pat.post(f"/cards/{card_id}", {"csrf": csrf_of(page), "decision": "approve"})
+    assert first.status_code == 200 and "Status: pending" in first.text, first.text[:1200]
+    assert "needs 1 approval from platform (rule prod-four-eyes)" in first.text
+    again = await pat.post(f"/cards/{card_id}", {"csrf": csrf_of(page), "decision": "approve"})
+    assert again.status_code == 403 and "You already approved this card" in again.text, again.text[:800]
+    assert card_id not in (await pat.visit("/cards")).text
+    assert door_mutations(site, backend) == []
+
+    quinn = Browser(Origin(site.app), QUINN)  # type: ignore[arg-type]
+    try:
+        assert f'href="/cards/{card_id}"' in (await quinn.visit("/cards")).text
+        page = await quinn.visit(f"/cards/{card_id}")
+        done = await quinn.post(f"/cards/{card_id}", {"csrf": csrf_of(page), "decision": "approve"})
+    finally:
+        await quinn.aclose()
+    assert done.status_code == 200 and "Status: executed" in done.text, done.text[:1200]
+    (card,) = await site.cards()
+    assert [a.subject for a in card.approvals] == ["pat", "quinn"]
+    assert [m for m, _ in door_mutations(site, backend)] == ["PATCH"]
+    assert {b for b in site.door_bearers if b} == {f"Bearer {DEMO_ADMIN_TOKEN}"}
