@@ -113,7 +113,7 @@ class ReviewPages:
         cards = [
             c
             for c in await self.runtime.store.list(CardStatus.PENDING)
-            if needs_approvers(c) and c.expires_at > now and why_not(c, person) is None
+            if c.expires_at > now and why_not(c, person) is None
         ]
         cards.sort(key=lambda c: c.created_at, reverse=True)
         return _review(view="list", cards=cards, person=signed_in, waiting={c.id: waiting_line(c) for c in cards})

@@ -175,3 +175,13 @@ async def test_each_approval_on_the_review_page_counts_once_and_the_last_one_nee
     assert [a.subject for a in card.approvals] == ["pat", "quinn"]
     assert [m for m, _ in door_mutations(site, backend)] == ["PATCH"]
     assert {b for b in site.door_bearers if b} == {f"Bearer {DEMO_ADMIN_TOKEN}"}
+
+
+async def test_the_list_holds_every_card_waiting_for_the_person_newest_first(
+    site: Served, provider: OpenIDProvider, pat: Browser, clock: ManualClock
+) -> None:
+    older = await ask(site, provider, "scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": 3})
+    clock.advance(60)
+    newer = await ask(site, provider, "scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": 4})
+    listed = (await pat.visit("/cards")).text
+    assert older in listed and newer in listed and listed.index(newer) < listed.index(older), listed
