@@ -8,6 +8,7 @@ processes.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,3 +186,34 @@ async def test_the_list_holds_every_card_waiting_for_the_person_newest_first(
     newer = await ask(site, provider, "scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": 4})
     listed = (await pat.visit("/cards")).text
     assert older in listed and newer in listed and listed.index(newer) < listed.index(older), listed
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "count": 3}),
+        ("change_pool_tier", {"cluster": "payments-prod", "pool": "workers", "size": "dks.c5.2xlarge"}),
+    ],
+    ids=["a change", "a plan"],
+)
+async def test_when_the_service_refuses_what_the_page_allowed_the_answer_is_403_and_nothing_runs(
+    site: Served,
+    provider: OpenIDProvider,
+    pat: Browser,
+    backend: ReferenceBackend,
+    tmp_path: Path,
+    tool: str,
+    arguments: dict[str, Any],
+) -> None:
+    """A card whose stored policy no longer matches its digest (a store written by something else): the page
+    offers it, the service refuses to run it, and the page says so (403) rather than failing."""
+    card_id = await ask(site, provider, tool, arguments)
+    page = await pat.visit(f"/cards/{card_id}")
+    with sqlite3.connect(tmp_path / "cards.sqlite3") as db:
+        db.execute("UPDATE cards SET data = json_set(data, '$.policy.digest', ?) WHERE id = ?", ("0" * 64, card_id))
+    with anyio.fail_after(30):
+        posted = await pat.post(f"/cards/{card_id}", {"csrf": csrf_of(page), "decision": "approve"})
+    assert posted.status_code == 403 and "does not match its policy digest" in posted.text, posted.text[:1200]
+    (card,) = await site.cards()
+    assert card.status is CardStatus.PENDING
+    assert door_mutations(site, backend) == []
