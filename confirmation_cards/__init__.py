@@ -8,6 +8,7 @@ Planners read the target and preflight with ``backend_client.rules`` to make a `
 from confirmation_cards import lifecycle
 from confirmation_cards.actions import ACTIONS, ActionSpec, request_line
 from confirmation_cards.approval import ApprovalService
+from confirmation_cards.approvals import ApprovalRefused, Approver
 from confirmation_cards.door import DoorApi
 from confirmation_cards.errors import CardNotFound, PreflightError
 from confirmation_cards.models import (
@@ -31,7 +32,9 @@ __all__ = [
     "DEFAULT_TTL",
     "Action",
     "ActionSpec",
+    "ApprovalRefused",
     "ApprovalService",
+    "Approver",
     "AuditEvent",
     "Card",
     "CardNotFound",

@@ -12,7 +12,12 @@ else ``outcome_unknown`` with what to check.
 Executing cards carry a lease (``executor`` = host, pid and instance; ``lease_until``) renewed while
 the call runs. A card whose executor is gone (a dead pid on this host, or a lapsed lease) is settled
 by any server on the store, at start and by its periodic sweep (``settle_orphans``), never while its
-own process still runs it.
+own process still runs it (the read-back and the orphans: ``confirmation_cards.settling``).
+
+A card under the team's policy (``Card.policy``, issue 28) waits for its approvers: ``approve_as``
+records one verified person's approval (``confirmation_cards.approvals`` counts them) and executes
+the card, as its owner, once every requirement is met; ``approve`` (the requester's own channel)
+executes it only when the requester's approval alone meets them. Anything else is ``ApprovalRefused``.
 """
 
 from __future__ import annotations
@@ -28,22 +33,39 @@ import anyio
 from backend_client.errors import DoorError, DoorStatusError
 from confirmation_cards.actions import ACTIONS, request_line
 from confirmation_cards.answers import explain, proves_nothing_changed
+from confirmation_cards.approvals import (
+    REVIEW_HINT,
+    ApprovalRefused,
+    Approver,
+    approval_by,
+    approver_label,
+    counts_for,
+    is_requester,
+    needs_approvers,
+    outstanding,
+    refusal,
+    requester_of,
+    requirements,
+    waiting_line,
+    would_complete,
+)
 from confirmation_cards.door import DoorApi
 from confirmation_cards.errors import CardNotFound
-from confirmation_cards.leases import HOST, LEASE, executor_alive
+from confirmation_cards.leases import HOST, LEASE
 from confirmation_cards.models import AuditKind, Card, CardResult, CardStatus, StepStatus, request_digest
 from confirmation_cards.owners import FixedDoor, NoCredential, NoDoor, Owners, current_door
 from confirmation_cards.planner import utc_now
 from confirmation_cards.plans import PLAN_STEP_TIMEOUT, PlanRunner, Progress
+from confirmation_cards.policy import policy_digest
 from confirmation_cards.roles import RoleMemory
-from confirmation_cards.stores import AuditEntry, CardStore, Lease
+from confirmation_cards.settling import ORPHAN_SETTLE_WINDOW, Settling
+from confirmation_cards.stores import AuditEntry, CardStore
 from confirmation_cards.targets import (
     describe_changes,
     fingerprint,
     new_operation_id,
     operation_ids,
     read_target,
-    shows_change,
 )
 
 log = logging.getLogger("confirmation_cards")
@@ -52,15 +74,11 @@ RENEW_EVERY = 10.0
 """Seconds (real time) between two renewals of a running execution's lease."""
 SETTLE_WINDOW = 30.0
 """Seconds (Door's time) an unclear answer is settled for by reading Door back, before ``outcome_unknown``."""
-ORPHAN_SETTLE_WINDOW = 10.0
-"""An orphan's read-back is shorter, so lease (30 s) + sweep (≤ 20 s) + read-back stays within 60 s."""
-SETTLE_POLL = 2.0
-"""Seconds (Door's time) between two read-backs while settling."""
 
 Sleep = Callable[[float], Awaitable[None]]
 
 
-class ApprovalService:
+class ApprovalService(Settling):
     """Decides cards held in ``store``; ``clock`` is the time expiry and leases are measured against.
 
     ``sleep`` waits Door's time while settling an unclear answer; ``roles`` remembers Door's 403s.
@@ -120,6 +138,7 @@ class ApprovalService:
         door: DoorApi | None = None,
         principal: str | None = None,
         progress: Progress | None = None,
+        person: Approver | None = None,
     ) -> Card:
         """Execute the card's request once, as its owner, if it is still pending, live and current.
 
@@ -132,7 +151,99 @@ class ApprovalService:
         unknown id or another principal's card; never raises for what Door answers.
         """
         pending = await self._require(card_id, principal)
-        owners = self._owners(door)
+        if needs_approvers(pending) and pending.status is CardStatus.PENDING:
+            # The requester's own channel: it approves only when their approval alone completes the policy.
+            who = person if person is not None else requester_of(pending)
+            if not would_complete(pending, who):
+                raise ApprovalRefused(
+                    f"This card cannot be approved here: it {waiting_line(pending, who)}. "
+                    f"{REVIEW_HINT.format(card=pending.id)}"
+                )
+            recorded = await self._record(pending, who, approver)
+            if recorded.status is not CardStatus.PENDING or outstanding(recorded):
+                return recorded
+        return await self._run(card_id, approver=approver, owners=self._owners(door), progress=progress)
+
+    async def approve_as(
+        self, card_id: str, approver: Approver, *, channel: str = "review page", progress: Progress | None = None
+    ) -> Card:
+        """One verified person's approval of a card waiting for the policy's approvers.
+
+        Records it (append-only, once per person, with the claims it was judged by and the rules it
+        counts for); when every requirement is met, claims the card (``pending → executing``, single
+        use) and executes it as its owner, with the owner's own Door credential (``owners``), never
+        the approver's. A card that is not pending comes back unchanged. Raises ``ApprovalRefused``
+        (nothing changes) when the person does not qualify for any outstanding requirement, asked
+        for the change and may not approve it, or approved it already; ``CardNotFound`` for an unknown id.
+        """
+        card = await self.get(card_id)
+        if card.status is not CardStatus.PENDING:
+            return card
+        if not needs_approvers(card):
+            if not is_requester(card, approver):
+                raise ApprovalRefused(
+                    "You cannot approve this card: no policy rule asks for approvers on it, so only the person "
+                    "who asked for it may approve it, in their own MCP client."
+                )
+            return await self.approve(card_id, approver=f"{approver_label(approver)} ({channel})", person=approver)
+        reason = refusal(card, approver)
+        if reason is not None:
+            raise ApprovalRefused(reason)
+        recorded = await self._record(card, approver, f"{approver_label(approver)} ({channel})")
+        if recorded.status is not CardStatus.PENDING or outstanding(recorded):
+            return recorded
+        names = ", ".join(approver_label(a) for a in recorded.approvals)
+        by = f"{approver_label(approver)} ({channel}); approvals: {names}"
+        return await self._run(card_id, approver=by, owners=self._owners(None), progress=progress)
+
+    async def decline_as(
+        self, card_id: str, approver: Approver, *, reason: str = "declined", channel: str = "review page"
+    ) -> Card:
+        """A decline by the requester or by a person who qualifies for one of the card's requirements
+        ends the card; anyone else is refused (``ApprovalRefused``) and nothing changes."""
+        card = await self.get(card_id)
+        if card.status is not CardStatus.PENDING:
+            return card
+        rules = [r.rule for r in requirements(card) if counts_for(card, r, approver)]
+        if not is_requester(card, approver) and not rules:
+            raise ApprovalRefused(
+                "You cannot decline this card: only the person who asked for it, or a person who may approve it "
+                f"({waiting_line(card) or 'its requester only'}), may decline it."
+            )
+        said = f" (as approver for rule {', '.join(rules)})" if rules and not is_requester(card, approver) else ""
+        return await self.decline(card_id, by=f"{approver_label(approver)} ({channel}){said}", reason=reason)
+
+    async def _record(self, card: Card, who: Approver, by: str) -> Card:
+        """Append ``who``'s approval of a pending card; the card as it stands after (or as it was decided)."""
+        now = self._clock()
+        approval = approval_by(card, who, now, channel=by)
+        left = outstanding(card, [*card.approvals, approval])
+        still = "; ".join(f"{r.rule} needs {n} more" for r, n in left) or "every requirement is met"
+        entry = AuditEntry(
+            "approval",
+            now,
+            by=by,
+            rule=", ".join(approval.rules) or None,
+            detail=f"counts for {', '.join(approval.rules) or 'no rule'}; {still}",
+        )
+        recorded = await self._store.add_approval(card.id, approval, entry=entry, live_at=now)
+        if recorded is not None:
+            return recorded
+        current = await self.get(card.id)
+        if current.status is CardStatus.PENDING and any(a.principal == who.principal for a in current.approvals):
+            raise ApprovalRefused(f"You already approved this card; it still {waiting_line(current, who)}.")
+        return current
+
+    async def _run(self, card_id: str, *, approver: str, owners: Owners, progress: Progress | None) -> Card:
+        """Claim a pending card once and carry it out as its owner."""
+        pending = await self._require(card_id)
+        if pending.status is CardStatus.PENDING and pending.policy is not None:
+            policy = pending.policy
+            if policy_digest(policy.rules, policy.requirements) != policy.digest or outstanding(pending):
+                # The policy on the card is not the one it was planned with, or it is not met: never execute.
+                raise ApprovalRefused(
+                    f"This card cannot be approved yet: it {waiting_line(pending) or 'does not match its policy digest'}."
+                )
         missing: NoCredential | None = None
         credential: str | None = None
         try:
@@ -231,71 +342,6 @@ class ApprovalService:
                     expired.append(moved)
         return expired
 
-    # --- cards whose executor is gone ------------------------------------------------------------
-
-    async def orphans(self) -> list[Lease]:
-        """Executing cards whose executor is gone: never one this service or a live process on this host runs."""
-        now = self._clock()
-        return [
-            lease
-            for lease in await self._store.leases()
-            if lease.card_id not in self._executing and not executor_alive(lease, now, mine=self.executor)
-        ]
-
-    async def settle_orphans(self, door: DoorApi | None = None) -> list[Card]:
-        """Take over and settle every orphaned executing card, each as its owner (``owners``; ``door``
-        only when the service has none).
-
-        A card whose request never left is ``failed`` (nothing was sent); one whose request may
-        have left is ``executed`` when reading Door back shows the change, else ``outcome_unknown``.
-        A plan continues from its recorded step with its owner's credential, or stops before its
-        next step saying which steps ran. Nothing is re-sent without a person's approval.
-        """
-        owners = self._owners(door)
-        settled: list[Card] = []
-        for lease in await self.orphans():
-            now = self._clock()
-            entry = AuditEntry("recovered", now, by=self.executor, detail=f"its executor {lease.executor} is gone")
-            if not await self._store.take_over(
-                lease.card_id, old=lease.executor, new=self.executor, until=now + LEASE, entry=entry
-            ):
-                continue  # another server took it first
-            card = await self._store.get(lease.card_id)
-            if card is None:
-                continue
-            self._executing.add(card.id)
-            try:
-                if card.steps:
-                    settled.append(await self.plans.run(card, owners))  # continued from its recorded step
-                    continue
-                settled.append(await self._settle_orphan(card, lease, owners))
-            finally:
-                self._executing.discard(card.id)
-        return settled
-
-    async def _settle_orphan(self, card: Card, lease: Lease, owners: Owners) -> Card:
-        if not lease.sending:
-            return await self._finish(
-                card,
-                CardStatus.FAILED,
-                CardResult(
-                    message="The server approving this card stopped before its request was sent to Door, so nothing "
-                    "was changed. Plan the change again if it is still wanted."
-                ),
-            )
-        try:
-            door = await current_door(owners, card)
-        except NoCredential as missing:
-            why = f"the server approving it stopped, and Door was not read back since {missing.why}"
-            return await self._finish(card, CardStatus.OUTCOME_UNKNOWN, self._unknown(card, why))
-        return await self._settle(
-            card,
-            door,
-            "the server approving it stopped before recording Door's answer",
-            None,
-            window=min(self.settle_window, ORPHAN_SETTLE_WINDOW),
-        )
-
     async def _keep_lease(self, card_id: str) -> None:
         while True:
             await anyio.sleep(RENEW_EVERY)
@@ -316,7 +362,9 @@ class ApprovalService:
         try:
             door = await current_door(owners, card)
         except NoCredential as missing:
-            message = f"Nothing was sent to Door: a card runs only with its owner's own Door credential, and {missing.why}."
+            message = (
+                f"Nothing was sent to Door: a card runs only with its owner's own Door credential, and {missing.why}."
+            )
             return await self._finish(card, CardStatus.FAILED, CardResult(message=message))
         try:
             now_snapshot = await read_target(
@@ -355,45 +403,6 @@ class ApprovalService:
                 operation_id=operation_id,
                 message=ACTIONS[card.action].accepted.format(target=card.target),
             ),
-        )
-
-    async def _settle(
-        self, card: Card, door: DoorApi, why: str, known: set[str] | None, *, window: float | None = None
-    ) -> Card:
-        """Read Door back for up to ``window`` seconds (``settle_window`` by default): ``executed`` if the
-        change is there, else unknown."""
-        window = self.settle_window if window is None else window
-        waited = 0.0
-        while True:
-            try:
-                applied = await shows_change(card, door, known)
-            except DoorError as error:
-                log.info("reading Door back for card %s failed: %s", card.id, type(error).__name__)
-                applied = False
-            if applied:
-                operation_id = await new_operation_id(card, door, known)
-                return await self._finish(
-                    card,
-                    CardStatus.EXECUTED,
-                    CardResult(
-                        operation_id=operation_id,
-                        message=f"{why[:300]}; reading Door back shows the change took effect, once (the card id "
-                        f"was the idempotency key). {ACTIONS[card.action].accepted.format(target=card.target)}",
-                    ),
-                )
-            if waited >= window:
-                return await self._finish(card, CardStatus.OUTCOME_UNKNOWN, self._unknown(card, why))
-            delay = min(SETTLE_POLL, window - waited)
-            await self._sleep(delay)
-            waited += delay
-
-    def _unknown(self, card: Card, why: str) -> CardResult:
-        what = "the node's replacement" if card.action == "replace_node" else f"pool {card.target}"
-        return CardResult(
-            message=f"Outcome unknown: {why[:300]}, and reading Door back did not show the change. It may still "
-            f"happen, at most once (the card id is the idempotency key). Check {what} on cluster "
-            f"{card.cluster_name} (get_cluster, and get_cluster_operations for a recent "
-            f"{ACTIONS[card.action].operation} on {card.target}) before planning it again."
         )
 
     @staticmethod

@@ -12,6 +12,7 @@ from typing import Any
 
 from confirmation_cards.actions import request_line
 from confirmation_cards.approval import ApprovalService
+from confirmation_cards.approvals import Approver
 from confirmation_cards.door import DoorApi
 from confirmation_cards.models import Action, Card, CardStatus, request_digest
 from confirmation_cards.plans import Progress
@@ -51,14 +52,22 @@ async def keep_or_store(store: CardStore, planned: Card, now: datetime) -> Card:
     """The live pending card for this exact request, target state and principal, stored once.
 
     Calls racing on one request share one card (and one question); an expired card, one planned
-    against another state of the target, or another principal's card is never reused.
+    against another state of the target or under other policy requirements, or another principal's
+    card is never reused.
     """
     found = await store.find_live(
         planned.principal, planned.action, planned.body_digest, planned.target_fingerprint, now
     )
-    if found is not None:
+    if found is not None and _same_policy(found, planned):
         return found
     return await store.create(planned)
+
+
+def _same_policy(found: Card, planned: Card) -> bool:
+    """A card planned under other policy requirements (the policy file changed) is another card."""
+    before = found.policy.digest if found.policy is not None else None
+    now = planned.policy.digest if planned.policy is not None else None
+    return before == now
 
 
 async def asked_card(
@@ -83,14 +92,19 @@ async def decide(
     principal: str | None,
     door: DoorApi,
     progress: Progress | None = None,
+    person: Approver | None = None,
 ) -> Card:
     """Carry out a decision on ``card``; returns the card as it stands after it.
 
-    ``Approve`` executes once (consume, re-check, call Door, settle); ``Decline`` declines;
+    ``Approve`` executes once (consume, re-check, call Door, settle) when ``person`` (the requester,
+    with their verified claims) may complete the card's policy alone, else raises ``ApprovalRefused``;
+    ``Decline`` declines;
     ``NoChannel`` leaves the card pending; ``AlreadyDecided`` reports the card as it is.
     """
     if isinstance(decision, Approve):
-        return await service.approve(card.id, approver=by, door=door, principal=principal, progress=progress)
+        return await service.approve(
+            card.id, approver=by, door=door, principal=principal, progress=progress, person=person
+        )
     if isinstance(decision, Decline):
         return await service.decline(card.id, by=by, reason=decision.reason, principal=principal)
     return await service.get(card.id, principal=principal)

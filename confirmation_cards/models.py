@@ -25,6 +25,7 @@ StepKind = Literal["add", "wait", "remove"]
 StepMethod = Literal["POST", "GET", "DELETE"]
 AuditKind = Literal[
     "created",
+    "approval",
     "approved",
     "declined",
     "expired",
@@ -147,6 +148,45 @@ class CardOwner(_Own):
     subject: str
 
 
+class Requirement(_Own):
+    """One matching policy rule's approvals: ``approvals`` distinct qualifying people must approve.
+
+    A person qualifies when their verified ``claim`` holds one of ``any_of`` (anyone, without a
+    ``claim``); with ``self_approval`` false the person who asked does not count."""
+
+    rule: str
+    approvals: int
+    claim: str | None = None
+    any_of: tuple[str, ...] = ()
+    self_approval: bool = True
+
+
+class CardPolicy(_Own):
+    """The team's policy as it applied to a card: every matching rule's name, the approvals each
+    requires, and their digest (``confirmation_cards.policy.policy_digest``)."""
+
+    rules: tuple[str, ...]
+    requirements: tuple[Requirement, ...] = ()
+    digest: str
+
+
+class CardApproval(_Own):
+    """One person's approval of a card that waits for the policy's approvers (append-only, one per person).
+
+    ``claims`` are the values of the requirements' claims the person held when approving, as
+    verified (the access token, or the browser sign-in's ID token); ``rules`` the requirements it
+    counted for. Never a token."""
+
+    principal: str
+    issuer: str | None = None
+    subject: str | None = None
+    name: str | None = None
+    claims: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    rules: tuple[str, ...] = ()
+    at: datetime
+    channel: str = ""
+
+
 class Card(_Own):
     """One planned mutation awaiting a human decision. Never holds a token.
 
@@ -197,6 +237,12 @@ class Card(_Own):
         default=None,
         description="Fingerprint of the Door token the card was approved to run with: a later step that finds "
         "another token (replaced, or disconnected and connected again) stops before its request.",
+    )
+    policy: CardPolicy | None = Field(
+        default=None, description="The team's policy rules that applied (MAYA_POLICY); None without a policy."
+    )
+    approvals: tuple[CardApproval, ...] = Field(
+        default=(), description="The approvals counted so far toward the policy's requirements."
     )
 
 

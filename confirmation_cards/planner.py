@@ -8,7 +8,6 @@ re-implemented here.
 
 from __future__ import annotations
 
-import re
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -30,7 +29,7 @@ from backend_client.models import (
 from backend_client.rules import Violation
 from confirmation_cards.actions import request_line
 from confirmation_cards.door import DoorApi
-from confirmation_cards.errors import NOT_A_BACKEND_REFUSAL, PreflightError
+from confirmation_cards.errors import NOT_A_BACKEND_REFUSAL, PreflightError, refusal_from
 from confirmation_cards.models import (
     Action,
     Card,
@@ -38,6 +37,7 @@ from confirmation_cards.models import (
     FieldChange,
     request_digest,
 )
+from confirmation_cards.policy import Policy, apply
 from confirmation_cards.roles import RoleMemory
 from confirmation_cards.targets import DRAINING, fingerprint, node_snapshot, pool_snapshot
 from confirmation_cards.warnings import (
@@ -78,23 +78,6 @@ def _refuse(violations: Iterable[Violation | None]) -> None:
             raise PreflightError(violation)
 
 
-def _refusal_from(error: DoorStatusError) -> PreflightError:
-    """A read Door refused (403 non-member, 404 unknown cluster, …) as a preflight refusal."""
-    field = error.problem.errors[0].field if error.problem.errors else None
-    message = (error.problem.detail or error.problem.title).strip()
-    fix = error.advice()
-    # Door's detail may already be the rule's own explanation, "R-AUTH-01 (field): what. Fix.": then
-    # the rule prefix would be said twice and the fix is Door's own, so neither is repeated.
-    prefix = re.match(rf"{re.escape(error.rule)}(?:\s*\((?P<field>[^)]*)\))?:\s*", message) if error.rule else None
-    if prefix:
-        field = prefix.group("field") or field
-        what, _, said_fix = message[prefix.end() :].partition(". ")
-        message, fix = what, said_fix.strip() or fix
-    return PreflightError(
-        Violation(error.rule or f"HTTP-{error.status_code}", error.status_code, field, message.rstrip("."), fix)
-    )
-
-
 def _pool_view(pool: NodePool | None, names: Iterable[str]) -> dict[str, JsonValue]:
     if pool is None:
         return dict.fromkeys(names)
@@ -132,8 +115,12 @@ class Planner:
         ttl: timedelta = DEFAULT_TTL,
         principal: str | None = None,
         roles: RoleMemory | None = None,
+        policy: Policy | None = None,
+        client: str | None = None,
     ) -> None:
         self._door = door
+        self._policy = policy
+        self._client = client
         self._clock = clock
         self._ttl = ttl
         self._principal = principal
@@ -335,7 +322,7 @@ class Planner:
         try:
             return await call
         except DoorStatusError as error:
-            raise _refusal_from(error) from error
+            raise refusal_from(error) from error
 
     async def _cluster(self, name_or_id: str) -> Cluster:
         return await self._read(self._door.resolve_cluster(name_or_id))
@@ -425,7 +412,7 @@ class Planner:
         method, path = request_line(action, cluster.id, target)
         now = self._clock()
         all_rules = {*rule_ids, *(w.rule for w in warnings if w.rule)}
-        return Card(
+        card = Card(
             id=new_card_id(),
             action=action,
             cluster_id=cluster.id,
@@ -451,6 +438,12 @@ class Planner:
             created_at=now,
             expires_at=now + self._ttl,
         )
+        return self.with_policy(card, cluster)
+
+    def with_policy(self, card: Card, cluster: Cluster) -> Card:
+        """The team's policy applied to a planned card (``confirmation_cards.policy``): a deny or a broken
+        limit raises ``PreflightError`` before the card exists; else the card carries the rules that applied."""
+        return apply(self._policy, card, cluster.tags, self._client)
 
 
 def _alive_names(cluster: Cluster) -> list[str]:

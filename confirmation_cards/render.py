@@ -52,6 +52,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from confirmation_cards.actions import ACTIONS
+from confirmation_cards.approvals import policy_lines
 from confirmation_cards.models import Card, CardWarning, FieldChange
 
 if TYPE_CHECKING:
@@ -434,6 +435,7 @@ def environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.globals["action_title"] = lambda action: ACTIONS[action].title
+    env.globals["policy_lines"] = policy_lines
     env.filters.update(
         safe_text=safe_text,
         clean=clean_text,

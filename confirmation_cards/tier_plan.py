@@ -178,7 +178,7 @@ def _card(
     now = planner._clock()
     all_rules = {*RULES, *RULES_MORE, *(w.rule for w in warnings if w.rule)}
     first = steps[0]
-    return Card(
+    card = Card(
         id=new_card_id(),
         action="change_pool_tier",
         cluster_id=found.id,
@@ -207,3 +207,4 @@ def _card(
         expires_at=now + planner._ttl,
         steps=tuple(steps),
     )
+    return planner.with_policy(card, found)

@@ -73,6 +73,10 @@ def _serve(argv: Sequence[str]) -> int:
         check_request_state_key(settings)
         check_replicas(settings, transport)
         settings = choose_auth(settings, transport, args.host, args.auth)
+        if settings.policy_file is not None:
+            from maya_tools.policy import with_policy
+
+            settings = with_policy(settings, transport)  # one line naming the rule and field, exit 2
     except ConfigError as error:
         print(f"maya-tools serve: {error}", file=sys.stderr)
         return 2

@@ -284,7 +284,8 @@ class RuntimeVerifier:
 
 
 class AuthPages:
-    """``/auth/*`` (``BrowserSignIn``) and ``/connect`` (``ConnectPage``) of the runtime's sign-in."""
+    """``/auth/*`` (``BrowserSignIn``), ``/connect`` (``ConnectPage``) and the approvers' review page ``/cards``
+    (``maya_tools.channels.review``) of the runtime's sign-in."""
 
     def __init__(self, runtime: Callable[[], Runtime | None]) -> None:
         self.runtime = runtime
@@ -297,6 +298,7 @@ class AuthPages:
             return
         if self._app is None or self._app[0] is not current:
             from maya_tools.auth import ConnectPage
+            from maya_tools.channels.review import ReviewPages
 
             page = ConnectPage(
                 sign_in=current.sign_in,
@@ -304,7 +306,8 @@ class AuthPages:
                 door_for=current.door_with,
                 requests=current.connect_requests,
             )
-            self._app = (current, Starlette(routes=[*current.sign_in.routes(), *page.routes()]))
+            review = ReviewPages(current, current.sign_in)
+            self._app = (current, Starlette(routes=[*current.sign_in.routes(), *page.routes(), *review.routes()]))
         await self._app[1](scope, receive, send)
 
 
@@ -322,7 +325,14 @@ class OpenPaths:
             await self.pages(scope, receive, send)
 
 
-OAUTH_PATHS = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/", "/auth/", "/connect")
+OAUTH_PATHS = (
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/",
+    "/auth/",
+    "/connect",
+    "/cards",
+    "/cards/",
+)
 
 
 def transport_security(settings: Settings, host: str) -> TransportSecuritySettings | None:

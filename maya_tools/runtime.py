@@ -22,6 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from backend_client import DoorClient
 from backend_client.tls import VerifyingTransport, verifying_tls
 from confirmation_cards import ApprovalService, Card, CardStore, Planner, RoleMemory, token_fingerprint
+from confirmation_cards.approvals import Approver
 from confirmation_cards.models import CardOwner
 from confirmation_cards.stores import is_postgres, open_store
 from maya_tools.owner_doors import RuntimeOwners
@@ -30,6 +31,7 @@ from maya_tools.settings import Settings
 if TYPE_CHECKING:
     from maya_tools.auth import BrowserSignIn, ConnectRequests, DoorCredentials, JwtTokenVerifier, Principal
     from maya_tools.embedded import ReferenceBackend
+    from maya_tools.webhook import Webhook
 
 logger = logging.getLogger("maya_tools")
 
@@ -87,6 +89,8 @@ class Runtime:
     """With OAuth over HTTP: the browser sign-in that guards ``/connect`` (and the approval page)."""
     connect_requests: ConnectRequests | None = None
     """With OAuth over HTTP: the ``/connect?for=`` links a URL elicitation sends."""
+    webhook: Webhook | None = None
+    """With ``MAYA_APPROVAL_WEBHOOK_URL``: the approvers' webhook (``maya_tools.webhook``), run in ``group``."""
     owners: RuntimeOwners = field(init=False)
     """Whose Door credential runs each card (``maya_tools.owner_doors``): the approval service's."""
 
@@ -203,13 +207,40 @@ class Runtime:
             return f"{self.principal(ctx)} via {client_name(ctx)} ({channel})"
         return f"{self.settings.approver} ({channel})"
 
-    def planner(self, door: DoorClient, principal: str | None = None) -> Planner:
+    def planner(self, door: DoorClient, principal: str | None = None, client: str | None = None) -> Planner:
+        """A planner for the caller: the team's policy (``MAYA_POLICY``) applies to every card it plans,
+        judged with the caller's OAuth ``client`` (``client_of``) where a rule names clients."""
         return Planner(
             door,
             clock=self.now,
             ttl=timedelta(seconds=self.settings.card_ttl_seconds),
             principal=principal,
             roles=self.service.roles,
+            policy=self.settings.policy,
+            client=client,
+        )
+
+    def client_of(self, ctx: Context[Any, Any]) -> str | None:
+        """With OAuth, the OAuth client of the caller's access token (``client_id``, else ``azp``); else None."""
+        if not self.oauth:
+            return None
+        from maya_tools.auth.resource import verified_of
+
+        verified = verified_of(_scope_of(ctx))
+        return verified.client_id if verified is not None else None
+
+    def person_approver(self, ctx: Context[Any, Any]) -> Approver:
+        """The caller as an approver of cards: with OAuth their verified person and the access token's
+        claims (what the policy's ``approvers`` are judged by); else their principal, holding no claims."""
+        if not self.oauth:
+            return Approver(principal=self.principal(ctx))
+        from maya_tools.auth.resource import verified_of
+
+        person = self.person(ctx)
+        verified = verified_of(_scope_of(ctx))
+        claims = dict(verified.claims or {}) if verified is not None else {}
+        return Approver(
+            principal=person.key, issuer=person.issuer, subject=person.subject, name=person.name, claims=claims
         )
 
     def now(self) -> datetime:
@@ -262,6 +293,12 @@ async def open_runtime(
     store = await open_store(
         settings.card_store, pool_size=settings.store_pool_size, connect_seconds=settings.store_connect_seconds
     )
+    webhook: Webhook | None = None
+    if settings.approval_webhook_url is not None:
+        from maya_tools.webhook import Webhook, notifying
+
+        webhook = Webhook(settings.approval_webhook_url, public_url=settings.public_url, sleep=anyio.sleep)
+        store = notifying(store, webhook)  # tells it of the cards that wait for approvers, and their outcome
     if settings.embedded or backend is not None:
         # Imported here only: a server pointed at Door never loads FastAPI or the reference backend.
         from maya_tools.embedded import embed
@@ -289,7 +326,7 @@ async def open_runtime(
         step_timeout=settings.plan_step_timeout_seconds,
     )
     service.plans.poll = settings.plan_poll_seconds
-    runtime = Runtime(settings, transport, http, base_url, store, service, time, embedded_token)
+    runtime = Runtime(settings, transport, http, base_url, store, service, time, embedded_token, webhook=webhook)
     issuer_http: httpx2.AsyncClient | None = None
     try:
         if runtime.oauth:
@@ -298,6 +335,8 @@ async def open_runtime(
         async with anyio.create_task_group() as group:
             runtime.group = group
             group.start_soon(_sweep, runtime)
+            if webhook is not None:
+                group.start_soon(webhook.run)
             try:
                 yield runtime
             finally:
@@ -347,6 +386,7 @@ async def _open_oauth(runtime: Runtime, http: httpx2.AsyncClient) -> None:
         database=runtime.credentials.database,
         session_seconds=settings.session_seconds,
         name_claims=settings.oauth_name_claims,
+        keep_claims=settings.policy.claims if settings.policy is not None else (),
     )
     runtime.connect_requests = ConnectRequests(runtime.credentials.database)
 

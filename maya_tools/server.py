@@ -234,6 +234,11 @@ class MayaServer(MCPServer[Runtime]):
                 # structuredContent, which the model reads (DESIGN.md channel 1).
                 meta = {**(result.meta or {}), META_KEY: {"cardId": asked["card"], "secret": secret}}
                 result = result.model_copy(update={"meta": meta})
+            waiting = asked.get("waiting")
+            if waiting is not None and isinstance(result, CallToolResult) and not result.is_error:
+                # The view disables Approve with this reason: the policy waits for other people (issue 28).
+                meta = {**(result.meta or {}), META_KEY: {"cardId": asked["card"], "waiting": waiting}}
+                result = result.model_copy(update={"meta": meta})
             return result
         except UnexpectedToolError:
             raise
@@ -358,6 +363,10 @@ def build_server(
     ``page_url`` is where the approval page is reached when the caller serves ``pages.app`` itself
     (streamable HTTP); without it the page gets its own loopback server on first use."""
     check_replicas(settings, transport)
+    if settings.policy is not None or settings.policy_file is not None:
+        from maya_tools.policy import with_policy  # a server without MAYA_POLICY never reads TOML
+
+        settings = with_policy(settings, transport)
     pages = ApprovalPages(page_url, via=settings.replica)
 
     @asynccontextmanager

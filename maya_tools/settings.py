@@ -11,7 +11,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from confirmation_cards.policy import Policy
 
 
 def default_card_store(env: Mapping[str, str]) -> Path:
@@ -93,6 +96,12 @@ class Settings:
     credential_key: str | None = field(default=None, repr=False)
     session_seconds: float = 15 * 60.0
     """How long a browser session of ``/connect`` and the approval page lasts."""
+    policy_file: str | None = None
+    """``MAYA_POLICY``: the team's policy file (TOML, docs/policy.md); None: every card is its requester's."""
+    policy: Policy | None = field(default=None, repr=False)
+    """The parsed policy (``maya_tools.policy.with_policy`` reads ``policy_file``), or one given directly."""
+    approval_webhook_url: str | None = field(default=None, repr=False)  # a webhook URL often holds a secret
+    """``MAYA_APPROVAL_WEBHOOK_URL``: told when a card starts waiting for approvers and when it is decided."""
 
     @property
     def oauth(self) -> bool:
@@ -120,8 +129,9 @@ class Settings:
         ``MAYA_REQUEST_STATE_KEY`` (the key every replica seals ``requestState`` with), ``MAYA_REPLICA``
         and ``MAYA_PUBLIC_URL`` (behind a load balancer; with OAuth, the resource's base), ``MAYA_OAUTH_ISSUER``,
         ``MAYA_OAUTH_CLIENT_ID``, ``MAYA_OAUTH_CLIENT_SECRET``, ``MAYA_OAUTH_NAME_CLAIM`` (comma-separated,
-        first present wins), ``MAYA_ALLOWED_ORIGINS`` (comma-separated), ``MAYA_CREDENTIAL_KEY`` and
-        ``MAYA_SESSION_SECONDS``; keyword overrides win."""
+        first present wins), ``MAYA_ALLOWED_ORIGINS`` (comma-separated), ``MAYA_CREDENTIAL_KEY``,
+        ``MAYA_SESSION_SECONDS``, ``MAYA_POLICY`` (the policy file's path) and ``MAYA_APPROVAL_WEBHOOK_URL``
+        (docs/policy.md); keyword overrides win."""
         env = os.environ if env is None else env
         values: dict[str, object] = {
             "door_api_url": env.get("DOOR_API_URL") or None,
@@ -149,6 +159,8 @@ class Settings:
             "allowed_origins": _names(env.get("MAYA_ALLOWED_ORIGINS")),
             "credential_key": env.get("MAYA_CREDENTIAL_KEY") or None,
             "session_seconds": _number(env, "MAYA_SESSION_SECONDS", 900.0, least=60),
+            "policy_file": env.get("MAYA_POLICY") or None,
+            "approval_webhook_url": _webhook(env.get("MAYA_APPROVAL_WEBHOOK_URL")),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
@@ -253,6 +265,22 @@ def _check_url(name: str, url: str) -> None:
             f"{name} must be an https:// URL without query or fragment (http:// only on a loopback host), "
             f"not {url[:80]!r}."
         )
+
+
+def _webhook(url: str | None) -> str | None:
+    """``MAYA_APPROVAL_WEBHOOK_URL``: an ``https://`` URL, or ``http://`` on a loopback host; None when unset."""
+    if not url:
+        return None
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if not parts.hostname or not (parts.scheme == "https" or (parts.scheme == "http" and is_loopback(parts.hostname))):
+        raise ConfigError(
+            "MAYA_APPROVAL_WEBHOOK_URL must be an https:// URL (http:// only on a loopback host), not "
+            f"{parts.scheme or 'no'} scheme on {parts.hostname or 'no host'}: set it to the receiver's address "
+            "(docs/policy.md, 'Telling the approvers') or unset it."
+        )
+    return url
 
 
 def _check_origin(origin: str) -> None:

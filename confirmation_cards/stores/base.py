@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from confirmation_cards.models import AuditEvent, AuditKind, Card, CardStatus
+from confirmation_cards.models import AuditEvent, AuditKind, Card, CardApproval, CardStatus
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,16 @@ class CardStore(Protocol):
         """Become the executor of an executing card whose executor is still ``old`` (a dead one)."""
         ...
 
+    async def add_approval(
+        self, card_id: str, approval: CardApproval, *, entry: AuditEntry, live_at: datetime
+    ) -> Card | None:
+        """Append one person's approval to a pending, unexpired card (``Card.approvals`` and the store's
+        append-only approvals table, keyed by card and principal) with ``entry``, atomically.
+
+        None, and nothing written, when the card is not pending, has expired by ``live_at``, or
+        ``approval.principal`` already approved it: one approval per person per card."""
+        ...
+
     async def set_link(self, card_id: str, link_hash: str) -> bool:
         """Bind a pending card's approval-page link (by its secret's hash), replacing any earlier link."""
         ...
@@ -144,8 +154,12 @@ def timestamp(when: datetime) -> float:
 
 
 def created_entry(card: Card) -> AuditEntry:
-    """The audit row every store appends with a new card: what it will send, and the body's digest."""
+    """The audit row every store appends with a new card: what it will send, the body's digest and, under
+    a policy, the rules that applied, the approvals each needs and their digest."""
     detail = f"{card.action} {card.method} {card.path} body sha256 {card.body_digest}"
+    if card.policy is not None:
+        needs = "; ".join(f"{r.rule} needs {r.approvals}" for r in card.policy.requirements) or "no approvals"
+        detail += f"; policy rules {', '.join(card.policy.rules)} ({needs}), policy sha256 {card.policy.digest}"
     return AuditEntry("created", card.created_at, detail=detail)
 
 
@@ -153,6 +167,14 @@ def moved(card: Card, update: Mapping[str, Any], to: CardStatus) -> Card:
     """``card`` in state ``to`` with ``update`` applied, re-validated rather than model_copy'd, so an
     update can never smuggle in a malformed field."""
     return Card.model_validate({**card.model_dump(), **update, "status": to})
+
+
+def with_approval(card: Card, approval: CardApproval, live_at: datetime) -> Card | None:
+    """``card`` with ``approval`` appended, or None when it has expired by ``live_at``. One approval per
+    person is the approvals table's primary key (card, principal), in the same transaction."""
+    if live_at >= card.expires_at:
+        return None
+    return moved(card, {"approvals": (*card.approvals, approval)}, CardStatus.PENDING)
 
 
 def lease_of(row: tuple[Any, ...] | Any) -> Lease:

@@ -32,8 +32,16 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from confirmation_cards.models import AuditEvent, Card, CardStatus
-from confirmation_cards.stores.base import AuditEntry, Lease, created_entry, lease_of, moved, timestamp
+from confirmation_cards.models import AuditEvent, Card, CardApproval, CardStatus
+from confirmation_cards.stores.base import (
+    AuditEntry,
+    Lease,
+    created_entry,
+    lease_of,
+    moved,
+    timestamp,
+    with_approval,
+)
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: cards (with the lease and lookup columns the SQLite store grew in its migrations 1–3),
@@ -76,6 +84,21 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER maya_audit_no_change BEFORE UPDATE OR DELETE ON maya_audit
         FOR EACH ROW EXECUTE FUNCTION maya_audit_append_only();
     CREATE TRIGGER maya_audit_no_truncate BEFORE TRUNCATE ON maya_audit
+        FOR EACH STATEMENT EXECUTE FUNCTION maya_audit_append_only();
+    """,
+    # 2: the policy's approvals (MAYA_POLICY), append-only, one per person per card; a card's own
+    # data carries them too (Card.approvals, Card.policy: null on older cards).
+    """
+    CREATE TABLE maya_approvals (
+        card_id   TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        at        TIMESTAMPTZ NOT NULL,
+        data      TEXT NOT NULL,
+        PRIMARY KEY (card_id, principal)
+    );
+    CREATE TRIGGER maya_approvals_no_change BEFORE UPDATE OR DELETE ON maya_approvals
+        FOR EACH ROW EXECUTE FUNCTION maya_audit_append_only();
+    CREATE TRIGGER maya_approvals_no_truncate BEFORE TRUNCATE ON maya_approvals
         FOR EACH STATEMENT EXECUTE FUNCTION maya_audit_append_only();
     """,
 )
@@ -334,6 +357,29 @@ class PostgresCardStore:
             card_id,
             entry,
         )
+
+    async def add_approval(
+        self, card_id: str, approval: CardApproval, *, entry: AuditEntry, live_at: datetime
+    ) -> Card | None:
+        try:
+            async with self._pool.connection() as conn, conn.transaction():
+                cursor = await conn.execute(
+                    "SELECT data FROM maya_cards WHERE id = %s AND status = %s FOR UPDATE",
+                    (card_id, CardStatus.PENDING.value),
+                )
+                row = await cursor.fetchone()
+                after = None if row is None else with_approval(Card.model_validate_json(row[0]), approval, live_at)
+                if after is None:
+                    raise _Unmoved
+                await conn.execute(
+                    "INSERT INTO maya_approvals (card_id, principal, at, data) VALUES (%s, %s, %s, %s)",
+                    (card_id, approval.principal, approval.at.astimezone(UTC), approval.model_dump_json()),
+                )
+                await conn.execute("UPDATE maya_cards SET data = %s WHERE id = %s", (after.model_dump_json(), card_id))
+                await self._append(conn, card_id, entry)
+        except (_Unmoved, psycopg.errors.UniqueViolation):
+            return None
+        return after
 
     async def set_link(self, card_id: str, link_hash: str) -> bool:
         return await self._guarded(

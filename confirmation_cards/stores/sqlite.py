@@ -17,8 +17,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from confirmation_cards.models import AuditEvent, Card, CardStatus
-from confirmation_cards.stores.base import AuditEntry, Lease, created_entry, lease_of, moved, timestamp
+from confirmation_cards.models import AuditEvent, Card, CardApproval, CardStatus
+from confirmation_cards.stores.base import (
+    AuditEntry,
+    Lease,
+    created_entry,
+    lease_of,
+    moved,
+    timestamp,
+    with_approval,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS cards (
@@ -71,7 +79,35 @@ _MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE cards ADD COLUMN link_hash TEXT;
     """,
+    # 4: the policy's approvals (MAYA_POLICY), append-only, one per person per card; a card's own
+    # data carries them too (Card.approvals, Card.policy: None on older cards).
+    """
+    CREATE TABLE approvals (
+        card_id   TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        at        TEXT NOT NULL,
+        data      TEXT NOT NULL,
+        PRIMARY KEY (card_id, principal)
+    );
+    CREATE TRIGGER approvals_no_update BEFORE UPDATE ON approvals
+    BEGIN SELECT RAISE(ABORT, 'approvals are append-only'); END;
+    CREATE TRIGGER approvals_no_delete BEFORE DELETE ON approvals
+    BEGIN SELECT RAISE(ABORT, 'approvals are append-only'); END;
+    """,
 )
+
+
+def _statements(script: str) -> list[str]:
+    """A migration step's statements, split where SQLite says one ends (a trigger's body holds ``;``)."""
+    found: list[str] = []
+    current = ""
+    for piece in script.split(";"):
+        current += piece + ";"
+        if sqlite3.complete_statement(current):
+            if current.strip(" \n;"):
+                found.append(current.strip())
+            current = ""
+    return found
 
 
 # The two lookups that reuse a card: one indexed SELECT each, never a scan of the store.
@@ -108,7 +144,7 @@ class SqliteCardStore:
             # Another process may have migrated meanwhile: the version is read under the write lock.
             version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
             for number, step in enumerate(_MIGRATIONS[version:], start=version + 1):
-                for statement in filter(str.strip, step.split(";")):
+                for statement in _statements(step):
                     self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version = {number}")
         except BaseException:
@@ -287,6 +323,37 @@ class SqliteCardStore:
             card_id,
             entry,
         )
+
+    async def add_approval(
+        self, card_id: str, approval: CardApproval, *, entry: AuditEntry, live_at: datetime
+    ) -> Card | None:
+        pending = CardStatus.PENDING.value
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute(
+                    "SELECT data FROM cards WHERE id = ? AND status = ?", (card_id, pending)
+                ).fetchone()
+                after = None if row is None else with_approval(Card.model_validate_json(row[0]), approval, live_at)
+                if after is not None:
+                    self._db.execute(
+                        "INSERT INTO approvals (card_id, principal, at, data) VALUES (?, ?, ?, ?)",
+                        (
+                            card_id,
+                            approval.principal,
+                            approval.at.astimezone(UTC).isoformat(),
+                            approval.model_dump_json(),
+                        ),
+                    )
+                    self._db.execute("UPDATE cards SET data = ? WHERE id = ?", (after.model_dump_json(), card_id))
+                    self._append(card_id, entry)
+            except sqlite3.IntegrityError:
+                after = None  # that person's approval is there already: one per person
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT" if after is not None else "ROLLBACK")
+        return after
 
     async def set_link(self, card_id: str, link_hash: str) -> bool:
         return self._guarded(

@@ -46,7 +46,7 @@ from maya_tools.auth.errors import AuthError
 from maya_tools.auth.issuer import IssuerKeys
 from maya_tools.auth.pages import HEADERS, origin_of, page, read_form, same_origin
 from maya_tools.auth.storage import AuthDatabase
-from maya_tools.auth.tokens import KEY_TYPES, NAME_CLAIMS, Principal, display_name, key_fits
+from maya_tools.auth.tokens import KEY_TYPES, NAME_CLAIMS, Principal, display_name, kept_claims, key_fits
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +114,7 @@ class BrowserSignIn:
         session_seconds: float = SESSION_SECONDS,
         scopes: Sequence[str] = SCOPES,
         name_claims: Sequence[str] = NAME_CLAIMS,
+        keep_claims: Sequence[str] = (),
         token_auth: TokenAuth | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -134,6 +135,8 @@ class BrowserSignIn:
         self.session_seconds = session_seconds
         self.scopes = tuple(scopes)
         self.name_claims = tuple(name_claims)
+        self.keep_claims = tuple(keep_claims)
+        """The ID token's claims the session keeps (the policy's approver claims), for the review pages."""
         self.token_auth = token_auth
         """How the client authenticates at the token endpoint: the method it was registered with, or
         None to take ``client_secret_basic`` or else ``client_secret_post`` from the issuer's metadata."""
@@ -382,7 +385,12 @@ class BrowserSignIn:
         subject = claims["sub"]
         if not isinstance(subject, str) or not subject:
             raise SignInFailed("The ID token names nobody (sub).")
-        return Principal(issuer=self.issuer, subject=subject, name=display_name(claims, self.name_claims))
+        return Principal(
+            issuer=self.issuer,
+            subject=subject,
+            name=display_name(claims, self.name_claims),
+            claims=kept_claims(claims, self.keep_claims),
+        )
 
     # --- cookies ---------------------------------------------------------------------------------
 

@@ -72,9 +72,15 @@ def protect(app: ASGIApp, *, verifier: TokenVerifier, resource: str, read_tools:
 
 def principal_of(scope: Scope) -> Principal | None:
     """The verified person of a request that passed ``protect``; None without one (stdio, door-token)."""
+    verified = verified_of(scope)
+    return verified.principal if verified is not None else None
+
+
+def verified_of(scope: Scope) -> VerifiedToken | None:
+    """The verified access token of a request that passed ``protect`` (its claims, its client); None without."""
     user = scope.get("user")
     if isinstance(user, AuthenticatedUser) and isinstance(user.access_token, VerifiedToken):
-        return user.access_token.principal
+        return user.access_token
     return None
 
 

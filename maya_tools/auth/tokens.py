@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 from mcp.server.auth.provider import AccessToken
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, ValidationError
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError
 
 from maya_tools.auth.errors import IssuerUnavailable, TokenRefused
 from maya_tools.auth.issuer import IssuerKeys
@@ -85,6 +85,9 @@ class Principal(BaseModel):
     issuer: str
     subject: str
     name: str | None  # a readable claim for the audit (``email``, …); None if the token has none
+    claims: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """The values of the claims the team's policy judges approvers by (``MAYA_POLICY``'s ``approvers``),
+    as the sign-in's ID token holds them; only those claims, never a token."""
 
     @property
     def key(self) -> str:
@@ -256,6 +259,23 @@ def display_name(claims: dict[str, Any], name_claims: Sequence[str]) -> str | No
         if isinstance(value, str) and value.strip():
             return value.strip()[:200]
     return None
+
+
+def kept_claims(claims: dict[str, Any], names: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """The string values of the claims ``names`` (a claim may be a string or a list of strings)."""
+    kept: dict[str, tuple[str, ...]] = {}
+    for name in names:
+        raw = claims.get(name)
+        values = (
+            (raw,)
+            if isinstance(raw, str)
+            else tuple(v for v in raw if isinstance(v, str))
+            if isinstance(raw, list)
+            else ()
+        )
+        if values:
+            kept[name] = tuple(v[:200] for v in values[:100])
+    return kept
 
 
 def key_fits(jwk: dict[str, Any], alg: str) -> bool:

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from confirmation_cards import CardNotFound, CardStatus, lifecycle
 from maya_tools.channels.app_secret import APP_URI, spend_app_secret
 from maya_tools.channels.form import Changed, decide_as
+from maya_tools.channels.waiting import refused_here, waiting_for
 from maya_tools.runtime import runtime_of
 from maya_tools.tools.card_texts import outcome_text
 from maya_tools.tools.results import answer
@@ -82,6 +83,9 @@ async def decide_card(
         card = await runtime.service.get(card_id, principal=principal)
     except CardNotFound as exc:
         raise ToolError(REFUSED) from exc
+    waiting = waiting_for(card, runtime.person_approver(ctx)) if decision == "approve" else None
+    if waiting is not None:
+        raise ToolError(refused_here(runtime, card, waiting))  # the policy waits for other people
     if not await spend_app_secret(runtime, card, principal, secret):
         raise ToolError(REFUSED)
     chosen: lifecycle.Decision = (

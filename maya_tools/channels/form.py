@@ -35,7 +35,7 @@ from mcp.server.mcpserver import (
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from confirmation_cards import Action, Card, CardNotFound, CardStatus, Planner, lifecycle
+from confirmation_cards import Action, ApprovalRefused, Card, CardNotFound, CardStatus, Planner, lifecycle
 from confirmation_cards.actions import ACTIONS
 from confirmation_cards.form import FORM_MAX, form_message
 from confirmation_cards.models import CardOwner, card_digest_schema, strip_titles
@@ -43,6 +43,7 @@ from confirmation_cards.render import clean_text, quoted, when
 from maya_tools.channels.app_secret import mint_app_secret
 from maya_tools.channels.connect import answers_connect
 from maya_tools.channels.page_link import link_answer, link_round, linked_card, rides_input_required
+from maya_tools.channels.waiting import waiting_for, waiting_message
 from maya_tools.errors import door_errors
 from maya_tools.runtime import Runtime, runtime_of
 
@@ -148,7 +149,7 @@ async def card_for(
         if linked is not None and linked.principal == principal and linked.action == action:
             return linked
         with door_errors():
-            planned = _owned(await plan(runtime.planner(door, principal)), runtime.owner(ctx))
+            planned = _owned(await plan(runtime.planner(door, principal, runtime.client_of(ctx))), runtime.owner(ctx))
         if later_round:
             earlier = await runtime.store.find_asked(principal, action, planned.body_digest)
             if earlier is not None:
@@ -161,7 +162,7 @@ async def card_for(
         if asked is not None:
             return asked
     with door_errors():
-        planned = _owned(await plan(runtime.planner(door, principal)), runtime.owner(ctx))
+        planned = _owned(await plan(runtime.planner(door, principal, runtime.client_of(ctx))), runtime.owner(ctx))
     return await lifecycle.keep_or_store(runtime.store, planned, runtime.now())
 
 
@@ -201,6 +202,13 @@ async def ask(
         return PageAnswer(action=opened)
     if card.status is not CardStatus.PENDING:
         return AlreadyDecided(status=card.status)
+    runtime = runtime_of(ctx)
+    waiting = waiting_for(card, runtime.person_approver(ctx))
+    if waiting is not None:
+        # The policy needs other approvers: no channel of the caller's offers an approval (issue 28).
+        if asked is not None:
+            asked["waiting"] = waiting
+        return NoApprovalChannel(reason=waiting_message(runtime, card, waiting))
     if client_supports_apps(ctx):
         # Channel 1, and no elicitation even if the client also declares it (DESIGN.md conventions).
         return await show_app_card(card, ctx, asked)
@@ -347,7 +355,14 @@ async def decide_as(
 
     with door_errors(), card_errors():
         done = await lifecycle.decide(
-            runtime.service, card, decision, by=who, principal=principal, door=runtime.door(ctx), progress=progress
+            runtime.service,
+            card,
+            decision,
+            by=who,
+            principal=principal,
+            door=runtime.door(ctx),
+            progress=progress,
+            person=runtime.person_approver(ctx),
         )
     if isinstance(decision, lifecycle.Approve):
         return outcome(done, decided_here=done.approved_by == who)
@@ -365,6 +380,8 @@ def card_errors() -> Iterator[None]:
         yield
     except CardNotFound as exc:
         raise ToolError(NOT_YOURS) from exc
+    except ApprovalRefused as exc:
+        raise ToolError(f"Refused, nothing was changed: {exc}") from exc
 
 
 def outcome(card: Card, *, decided_here: bool, reason: str = "declined") -> ChangeResult:

@@ -68,9 +68,11 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from confirmation_cards import Card, CardNotFound, CardStatus, lifecycle, token_fingerprint
+from confirmation_cards import ApprovalRefused, Approver, Card, CardNotFound, CardStatus, lifecycle, token_fingerprint
+from confirmation_cards.approvals import requester_of
 from confirmation_cards.render import environment
 from maya_tools.auth.pages import HEADERS, read_form, same_origin
+from maya_tools.channels.waiting import refused_here, waiting_for
 from maya_tools.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -226,7 +228,12 @@ class ApprovalPages:
                 return runtime.sign_in.login_redirect(request)  # and back here, the link unspent
             if owner.key != card.principal:
                 return _answer(None, "someone_else", status_code=403)
+        person = _person(owner) if owner is not None else requester_of(card)
+        waiting = waiting_for(card, person)
         if request.method in ("GET", "HEAD"):
+            if waiting is not None:  # the team's policy waits for other people: no Approve here (issue 28)
+                reason = refused_here(runtime, card, waiting)
+                return _answer(card, "waiting", form=form_token(secret), reason=reason, status_code=403)
             return _answer(card, "ask", form=form_token(secret))
         form = await read_form(request, FORM_BODY_LIMIT)
         if form is None or not self._same_site(request) or not _equal(form.get("csrf"), form_token(secret)):
@@ -234,6 +241,9 @@ class ApprovalPages:
         choice = form.get("decision")
         if choice not in ("approve", "decline"):
             return _answer(None, "refused", status_code=400)
+        if choice == "approve" and waiting is not None:
+            reason = refused_here(runtime, card, waiting)
+            return _answer(card, "waiting", form=form_token(secret), reason=reason, status_code=403)
         asked = self._asked.get(card.id)
         if owner is not None:
             token = await runtime.credentials.get(owner) if runtime.credentials is not None else None
@@ -252,19 +262,23 @@ class ApprovalPages:
         )
         if card.steps and choice == "approve" and runtime.group is not None:
             self._following[card.id] = digest
-            started = await self._run_plan(runtime, card, approver, token)
+            started = await self._run_plan(runtime, card, approver, token, person)
             return self._progress_answer(request, started)
-        done = await lifecycle.decide(
-            runtime.service,
-            card,
-            decision,
-            by=approver,
-            principal=card.principal,
-            door=runtime.door_with(token),
-        )
+        try:
+            done = await lifecycle.decide(
+                runtime.service,
+                card,
+                decision,
+                by=approver,
+                principal=card.principal,
+                door=runtime.door_with(token),
+                person=person,
+            )
+        except ApprovalRefused as refused:  # the service's own check, whatever this page decided above
+            return _answer(card, "waiting", form="", reason=str(refused), status_code=403)
         return _answer(done, "done")
 
-    async def _run_plan(self, runtime: Runtime, card: Card, approver: str, token: str) -> Card:
+    async def _run_plan(self, runtime: Runtime, card: Card, approver: str, token: str, person: Approver) -> Card:
         """Approve a plan card in the server's task group; the card once its first step is under way
         (its approval recorded) or, when it ends before that, as it ended."""
         begun = anyio.Event()
@@ -282,6 +296,7 @@ class ApprovalPages:
                     principal=card.principal,
                     door=runtime.door_with(token),
                     progress=progress,
+                    person=person,
                 )
             except Exception:  # the card records what happened; the server's task group must go on
                 logger.exception("Plan %s approved on the approval page ended with an error", card.id)
@@ -337,6 +352,13 @@ def _approver(person: Principal) -> str:
     return f"{name}(sub {person.subject}, principal {person.key}) (approval page, URL elicitation)"
 
 
+def _person(person: Principal) -> Approver:
+    """The signed-in person as an approver: their ``sub`` and the ID token's policy claims the session keeps."""
+    return Approver(
+        principal=person.key, issuer=person.issuer, subject=person.subject, name=person.name, claims=person.claims
+    )
+
+
 def _equal(given: str | None, expected: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), expected.encode())
 
@@ -347,6 +369,7 @@ def _answer(
     *,
     form: str = "",
     refresh: str = "",
+    reason: str = "",
     status_code: int = 200,
     headers: Mapping[str, str] | None = None,
 ) -> HTMLResponse:
@@ -357,6 +380,7 @@ def _answer(
         "pending": CardStatus.PENDING,
         "refresh": refresh,
         "refresh_seconds": REFRESH_SECONDS,
+        "reason": reason,
     }
     html = environment().get_template("card.html.j2").render(**context)
     return HTMLResponse(html, status_code=status_code, headers=headers)

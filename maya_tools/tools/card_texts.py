@@ -13,9 +13,10 @@ from mcp_types import CallToolResult
 
 from confirmation_cards import Card, CardStatus
 from confirmation_cards.actions import ACTIONS
+from confirmation_cards.approvals import policy_lines
 from confirmation_cards.form import form_message
 from confirmation_cards.models import AuditEvent
-from confirmation_cards.render import clean_text, code, environment, quoted, safe_text, when
+from confirmation_cards.render import MESSAGE_LIMIT, clean_text, code, environment, quoted, safe_text, when
 from maya_tools.channels.form import ChangeResult
 from maya_tools.tools.results import answer
 
@@ -79,6 +80,9 @@ def card_text(card: Card, audit: list[AuditEvent]) -> str:
         form_message(card, CARD_SUMMARY, closing=False).split("\n", 1)[-1],
         f"Request: {card.method} {code(card.path)}, body digest (sha256) {card.body_digest}.",
     ]
+    if card.policy is not None:
+        lines.append(f"Team policy (rules {', '.join(clean_text(r) for r in card.policy.rules)}):")
+        lines += ["- " + clean_text(line, MESSAGE_LIMIT) for line in policy_lines(card)]
     if card.steps:
         lines.append(f"Plan of {len(card.steps)} steps, approved once:")
         lines += ["- " + str(words.step(step)) for step in card.steps]

@@ -49,6 +49,8 @@ class User:
     password: str
     preferred_username: str
     email_verified: bool = True
+    groups: tuple[str, ...] | None = None
+    """A ``groups`` claim in the person's ID and access tokens (a team's policy judges approvers by it)."""
 
 
 ADMIN = User("admin", "admin@door.test", "admin-password", "admin")
@@ -132,7 +134,14 @@ class OpenIDProvider:
         }
         if self.users is not None:
             env["OIDC_USERS"] = json.dumps(
-                [{**vars(user), "name": user.preferred_username.title()} for user in self.users]
+                [
+                    {
+                        **{k: v for k, v in vars(user).items() if k != "groups"},
+                        "name": user.preferred_username.title(),
+                        **({"groups": list(user.groups)} if user.groups is not None else {}),
+                    }
+                    for user in self.users
+                ]
             )
         if self.keys is not None:
             env["OIDC_KEYS"] = json.dumps(self.keys)

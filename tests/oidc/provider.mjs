@@ -10,7 +10,7 @@
 // Environment: MAYA_OAUTH_CLIENT_ID / MAYA_OAUTH_CLIENT_SECRET / MAYA_OAUTH_REDIRECT_URIS (space
 // separated) preconfigure the MCP server's own confidential client (authorization code + PKCE);
 // OIDC_USERS (a JSON list of {sub, email, password, name, preferred_username, email_verified (default
-// true)}) replaces the two default accounts. Signing keys are made at every start, so a restart
+// true), groups?}) replaces the two default accounts. Signing keys are made at every start, so a restart
 // rotates them, unless OIDC_KEYS (a JSON list of private JWKs) gives them: a test that must sign a
 // token with the issuer's own key (another `iss`, say) then holds it.
 //
@@ -86,7 +86,7 @@ const provider = new Provider(issuer, {
   claims: {
     openid: ['sub'],
     email: ['email', 'email_verified'],
-    profile: ['name', 'preferred_username'],
+    profile: ['name', 'preferred_username', 'groups'],
   },
   async findAccount(ctx, sub) {
     const user = account(sub);
@@ -94,12 +94,14 @@ const provider = new Provider(issuer, {
     return {
       accountId: sub,
       async claims() {
+        const groups = user.groups ? { groups: user.groups } : {};  // a team claim, as IdPs send one
         return {
           sub,
           email: user.email,
           email_verified: user.email_verified ?? true,
           name: user.name,
           preferred_username: user.preferred_username,
+          ...groups,
         };
       },
     };
@@ -110,7 +112,8 @@ const provider = new Provider(issuer, {
     if (token.kind !== 'AccessToken' || !token.accountId) return undefined;
     const user = account(token.accountId);
     if (!user) return undefined;
-    return { email: user.email, email_verified: user.email_verified ?? true, preferred_username: user.preferred_username };
+    const groups = user.groups ? { groups: user.groups } : {};
+    return { email: user.email, email_verified: user.email_verified ?? true, preferred_username: user.preferred_username, ...groups };
   },
   responseTypes: ['code'],
   pkce: { methods: ['S256'], required: () => true },

@@ -9,10 +9,11 @@ import tomllib
 from tests.packaging.build import PACKAGES, REPO, Dist
 
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
-CEILING = 520_000
+CEILING = 570_000
 """Bytes the wheel may weigh: 586,856 before the eval's case files left it (issue 29), 451,451 after
 (1,325,938 unpacked, of 2,538,285): about 200 modules and the card view's JavaScript (61 KB compressed).
-The case files back in (about 140 KB compressed) would go over it; the code may still grow."""
+Issues 26-28 (policy, review page, webhook, audit log, whole warnings, the connect view) brought it to
+about 530,000. The case files back in (about 140 KB compressed) would go over it; the code may still grow."""
 
 
 def product_files() -> set[str]:

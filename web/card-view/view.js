@@ -23,6 +23,8 @@ const CANNOT = {
 };
 const INSTEAD = "Approve or decline it where your client asks you (a form or a one-time approval link), or in a "
   + "client that declares MCP Apps or MCP elicitation. Nothing changes until then; unapproved, the card expires.";
+const WAITING_INSTEAD = "A person who may approve it does so on the server's review page (/cards); nothing changes "
+  + "until then; unapproved, the card expires.";
 // Following Door's operation after an approval: bounded in rate and in total time.
 const POLL_MS = 2000, POLL_LATER_MS = 5000, POLL_FAST_FOR_MS = 60 * 1000, FOLLOW_FOR_MS = 15 * 60 * 1000;
 // A plan waits up to MAYA_PLAN_STEP_TIMEOUT_SECONDS (30 minutes by default) per wait step, two with keep_name.
@@ -183,6 +185,8 @@ function showSteps(card) {
 // Why the person cannot decide here, or null when they can: the server gives the secret only to a
 // client that declared the Apps extension, and Approve needs a host that passes tools/call on.
 function cannotApprove(card, meta) {
+  // The team's policy (MAYA_POLICY) waits for other people: the server sent the reason, and no secret.
+  if (meta && meta.cardId === card.id && typeof meta.waiting === "string") return "waiting";
   if (!(meta && meta.cardId === card.id)) return "no-secret";
   if (!(app.getHostCapabilities() || {}).serverTools) return "no-server-tools";
   return null;
@@ -226,8 +230,9 @@ function render(result) {
   $("approve").disabled = !approval; $("decline").disabled = !approval;
   $("buttons").hidden = !approval; $("outcome").hidden = true;
   $("cannot").hidden = why === null; $("cannot").dataset.reason = why || "";
-  $("cannot-why").textContent = why ? CANNOT[why] : "";
-  $("cannot-instead").textContent = INSTEAD;
+  $("cannot-why").textContent = why === "waiting" ? `The team's policy: this card ${meta.waiting}.`
+    : why ? CANNOT[why] : "";
+  $("cannot-instead").textContent = why === "waiting" ? WAITING_INSTEAD : INSTEAD;
   $("time").hidden = false;
   clearInterval(timer); timer = setInterval(tick, 1000); tick();
 }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urljoin
 
@@ -52,6 +52,7 @@ def make_site(
     origin: str = ORIGIN,
     token_auth: TokenAuth | None = None,
     database: AuthDatabase | None = None,
+    keep_claims: Sequence[str] = (),
 ) -> Site:
     """The site at ``origin``; its sessions in ``database`` (default: the credentials' own)."""
     database = database or credentials.database
@@ -65,6 +66,7 @@ def make_site(
         database=database,
         token_auth=token_auth,
         clock=clock,
+        keep_claims=keep_claims,
     )
     requests = ConnectRequests(database, clock=clock)
 
