@@ -24,6 +24,7 @@ from backend_client.tls import VerifyingTransport, verifying_tls
 from confirmation_cards import ApprovalService, Card, CardStore, Planner, RoleMemory, token_fingerprint
 from confirmation_cards.models import CardOwner
 from confirmation_cards.stores import is_postgres, open_store
+from maya_tools.channels.link_wait import LinkSignals
 from maya_tools.owner_doors import RuntimeOwners
 from maya_tools.settings import Settings
 
@@ -87,6 +88,8 @@ class Runtime:
     """With OAuth over HTTP: the browser sign-in that guards ``/connect`` (and the approval page)."""
     connect_requests: ConnectRequests | None = None
     """With OAuth over HTTP: the ``/connect?for=`` links a URL elicitation sends."""
+    links: LinkSignals = field(default_factory=LinkSignals)
+    """Wakes calls waiting for what an opened approval or connect link decides (``channels.link_wait``)."""
     owners: RuntimeOwners = field(init=False)
     """Whose Door credential runs each card (``maya_tools.owner_doors``): the approval service's."""
 
@@ -348,7 +351,7 @@ async def _open_oauth(runtime: Runtime, http: httpx2.AsyncClient) -> None:
         session_seconds=settings.session_seconds,
         name_claims=settings.oauth_name_claims,
     )
-    runtime.connect_requests = ConnectRequests(runtime.credentials.database)
+    runtime.connect_requests = ConnectRequests(runtime.credentials.database, settled=runtime.links.settled)
 
 
 SWEEP_EVERY = 10.0  # the default of MAYA_SWEEP_SECONDS

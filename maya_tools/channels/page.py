@@ -254,14 +254,17 @@ class ApprovalPages:
             self._following[card.id] = digest
             started = await self._run_plan(runtime, card, approver, token)
             return self._progress_answer(request, started)
-        done = await lifecycle.decide(
-            runtime.service,
-            card,
-            decision,
-            by=approver,
-            principal=card.principal,
-            door=runtime.door_with(token),
-        )
+        try:
+            done = await lifecycle.decide(
+                runtime.service,
+                card,
+                decision,
+                by=approver,
+                principal=card.principal,
+                door=runtime.door_with(token),
+            )
+        finally:
+            runtime.links.settled(card.id)  # the call that sent the link waits for this (channels.link_wait)
         return _answer(done, "done")
 
     async def _run_plan(self, runtime: Runtime, card: Card, approver: str, token: str) -> Card:
@@ -270,7 +273,9 @@ class ApprovalPages:
         begun = anyio.Event()
 
         async def progress(done: float, total: float, message: str) -> None:
-            begun.set()
+            if not begun.is_set():
+                begun.set()
+                runtime.links.settled(card.id)  # approved: the waiting call says so (channels.link_wait)
 
         async def run() -> None:
             try:
@@ -287,6 +292,7 @@ class ApprovalPages:
                 logger.exception("Plan %s approved on the approval page ended with an error", card.id)
             finally:
                 begun.set()
+                runtime.links.settled(card.id)
 
         assert runtime.group is not None
         runtime.group.start_soon(run)
