@@ -247,6 +247,14 @@ def _scope_of(ctx: Context[Any, Any]) -> dict[str, Any]:
     return scope if isinstance(scope, dict) else {}
 
 
+def hold_door_token(ctx: Context[Any, Any], token: str) -> None:
+    """Give this HTTP request the Door token its person connected while it waited (``token_for``
+    finds it as if ``maya_tools.http.DoorTokens`` had found it at the request's start)."""
+    scope = getattr(ctx.request_context.request, "scope", None)
+    if isinstance(scope, dict):
+        scope[DOOR_TOKEN_KEY] = token
+
+
 def runtime_of(ctx: Context[Any, Any]) -> Runtime:
     runtime = ctx.request_context.lifespan_context
     assert isinstance(runtime, Runtime)

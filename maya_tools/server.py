@@ -33,7 +33,7 @@ import prompts
 from maya_tools import prompts as mcp_prompts
 from maya_tools.channels.app_card import build_apps
 from maya_tools.channels.app_secret import META_KEY
-from maya_tools.channels.connect import ask_to_connect, not_connected, refused_token
+from maya_tools.channels.connect import ask_to_connect, connected_after_link, not_connected, refused_token
 from maya_tools.channels.form import ASKED, decline_as
 from maya_tools.channels.page import ApprovalPages
 from maya_tools.channels.page_link import LinkAsked, rides_input_required
@@ -213,6 +213,8 @@ class MayaServer(MCPServer[Runtime]):
             known = ", ".join(t.name for t in self._tool_manager.list_tools() if not app_only(t)) or "none"
             raise MCPError(code=INVALID_PARAMS, message=UNKNOWN_TOOL.format(name=shown_input(name), known=known))
         asked: dict[str, str] = {}
+        if context is not None:
+            await connected_after_link(runtime_of(context), context)
         token = ASKED.set(asked)
         try:
             try:

@@ -29,8 +29,10 @@ content the model reads.
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.mcpserver import Context
@@ -40,13 +42,15 @@ from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, Input
 
 from backend_client.errors import Unauthorized
 from maya_tools.auth.errors import DoorNotConnected
+from maya_tools.channels.link_wait import wait_for
 from maya_tools.channels.page_link import rides_input_required
-from maya_tools.runtime import Runtime
+from maya_tools.runtime import Runtime, hold_door_token
 
 if TYPE_CHECKING:
     from maya_tools.auth.tokens import Principal
 
 _E = TypeVar("_E", bound=BaseException)
+logger = logging.getLogger("maya_tools")
 
 CONNECT_KEY = "maya_tools:connect_door"
 """The link's key in ``inputRequests`` and in the retry's ``inputResponses``."""
@@ -134,6 +138,16 @@ def answers_connect(ctx: Context[Any, Any]) -> bool:
     return isinstance(state, dict) and _STATE_FIELD in state
 
 
+def accepted_link(ctx: Context[Any, Any]) -> str | None:
+    """On a 2026-07-28 retry answering a connect link with ``accept`` (opened), the link's ``for`` id."""
+    if not answers_connect(ctx):
+        return None
+    answer = (ctx.input_responses or {}).get(CONNECT_KEY)
+    named = json.loads(ctx.request_state or "{}").get(_STATE_FIELD)
+    accepted = isinstance(answer, ElicitResult) and answer.action == "accept"
+    return named if accepted and isinstance(named, str) else None
+
+
 def declined_link(ctx: Context[Any, Any]) -> bool:
     """Whether this 2026-07-28 retry answers a connect link with ``decline`` or ``cancel``."""
     if not answers_connect(ctx):
@@ -162,6 +176,63 @@ async def ask_to_connect(runtime: Runtime, ctx: Context[Any, Any], missing: Door
     message = MESSAGE_AGAIN if missing.refused else MESSAGE
     params = ElicitRequestURLParams(message=message, url=link, elicitation_id=request_id)
     if not rides_input_required(ctx):
+        tell_when_connected(runtime, ctx, request_id)  # notifications/elicitation/complete, once connected
         raise UrlElicitationRequiredError([params], "Connect your Door account first (URL elicitation required)")
     state = json.dumps({_STATE_FIELD: request_id}, separators=(",", ":"))
     return InputRequiredResult(input_requests={CONNECT_KEY: ElicitRequest(params=params)}, request_state=state)
+
+
+# --- after the link was opened (channels.link_wait says why and cites the specification) -----------
+
+
+def tell_when_connected(runtime: Runtime, ctx: Context[Any, Any], request_id: str) -> None:
+    """2025-11-25, after ``-32042``: once the person stored their token through ``request_id``'s link
+    (within the link's life), send ``notifications/elicitation/complete`` so the client retries."""
+    requests = runtime.connect_requests
+    if runtime.group is None or requests is None:
+        return
+    session = ctx.session
+
+    async def connected() -> bool | None:
+        return True if await requests.completed(request_id) else None
+
+    async def watch() -> None:
+        from maya_tools.auth.connect_requests import SECONDS  # the link's life; loaded with OAuth only
+
+        try:
+            deadline = anyio.current_time() + SECONDS
+            if await wait_for(
+                runtime.links, request_id, connected, deadline=deadline, seconds=SECONDS, what="/connect"
+            ):
+                await session.send_elicit_complete(request_id)
+        except Exception:  # the client may be gone; the server's task group must go on
+            logger.info("Could not tell the client that connect request %s completed.", request_id, exc_info=True)
+
+    runtime.group.start_soon(watch)
+
+
+async def connected_after_link(runtime: Runtime, ctx: Context[Any, Any]) -> None:
+    """2026-07-28, on the retry that answers a connect link with ``accept``: wait (at most
+    ``MAYA_LINK_WAIT_SECONDS``, with progress) for the person to store their Door token through it,
+    then give this request that token, so the tool runs at once; otherwise the tool asks again."""
+    request_id = accepted_link(ctx)
+    requests, credentials = runtime.connect_requests, runtime.credentials
+    person = verified_person(ctx)
+    if request_id is None or requests is None or credentials is None or person is None:
+        return
+    seconds = runtime.settings.link_wait_seconds
+
+    async def connected() -> bool | None:
+        return True if await requests.completed(request_id) else None
+
+    async def progress(done: float, total: float, message: str) -> None:
+        await ctx.report_progress(done, total, message)
+
+    deadline = anyio.current_time() + seconds
+    what = "you to connect your Door token on the page"
+    if await wait_for(
+        runtime.links, request_id, connected, deadline=deadline, seconds=seconds, what=what, progress=progress
+    ):
+        token = await credentials.get(person)
+        if token is not None:
+            hold_door_token(ctx, token)
