@@ -33,12 +33,20 @@ import logging
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+from mcp.server.apps import client_supports_apps
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import UrlElicitationRequiredError
-from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, InputRequiredResult
+from mcp_types import (
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestURLParams,
+    ElicitResult,
+    InputRequiredResult,
+    TextContent,
+)
 
 from backend_client.errors import Unauthorized
 from maya_tools.auth.errors import DoorNotConnected
@@ -162,13 +170,21 @@ def _url_mode(ctx: Context[Any, Any]) -> bool:
     return elicitation is not None and elicitation.url is not None
 
 
-async def ask_to_connect(runtime: Runtime, ctx: Context[Any, Any], missing: DoorNotConnected) -> InputRequiredResult:
+async def ask_to_connect(
+    runtime: Runtime, ctx: Context[Any, Any], missing: DoorNotConnected, tool: str = "", *, viewed: bool = False
+) -> InputRequiredResult | CallToolResult:
     """The round that asks the person to connect (2026-07-28); raises ``-32042`` on 2025-11-25 and a
-    ``ToolError`` saying where to go for a client without URL mode (or after a declined link)."""
+    ``ToolError`` saying where to go for a client without URL mode (or after a declined link). A client
+    that declared MCP Apps and no URL mode, calling a tool ``viewed`` in the card view, gets that error as
+    a result whose ``_meta`` carries the link for the view (``apps_connect``)."""
     page = connect_page(runtime)
     person = person_of(ctx, missing)
     if declined_link(ctx):
         raise ToolError(WHERE.format(why=" (the link to connect it was declined)", url=page)) from None
+    can_link = person is not None and runtime.connect_requests is not None and runtime.public_url is not None
+    if can_link and viewed and not _url_mode(ctx) and client_supports_apps(ctx):
+        assert person is not None and runtime.connect_requests is not None
+        return apps_connect(missing, page, await runtime.connect_requests.create(person), tool)
     if person is None or runtime.connect_requests is None or runtime.public_url is None or not _url_mode(ctx):
         raise ToolError(str(missing) if missing.refused else WHERE.format(why="", url=page)) from None
     request_id = await runtime.connect_requests.create(person)
@@ -236,3 +252,24 @@ async def connected_after_link(runtime: Runtime, ctx: Context[Any, Any]) -> None
         token = await credentials.get(person)
         if token is not None:
             hold_door_token(ctx, token)
+
+
+# --- MCP Apps hosts (Claude, ChatGPT) declare no URL mode: the tool's view opens the link ---------
+
+CONNECT_META = "maya-tools/connect"
+"""The ``_meta`` key of the link for the view: never in ``content``, which the model reads."""
+WHERE_APPS = (
+    "You have not connected your Door account to maya-tools yet, so nothing was sent to Door{why}. The card "
+    "view shows a Connect button that opens {url} in your browser: sign in there and connect your Door API "
+    "token, then press Try again in the view (or ask again). (maya-tools never sends your sign-in token to Door.)"
+)
+
+
+def apps_connect(missing: DoorNotConnected, page: str, request_id: str, tool: str) -> CallToolResult:
+    """The error result an Apps-only host shows in the tool's view: what is needed in ``content``, and
+    the link made for this person (``/connect?for=``) and the call to retry in ``_meta`` only."""
+    why = " (Door refused the token you had connected, so maya-tools forgot it)" if missing.refused else ""
+    meta = {CONNECT_META: {"url": f"{page}?for={request_id}", "tool": tool, "refused": missing.refused}}
+    return CallToolResult(
+        content=[TextContent(type="text", text=WHERE_APPS.format(why=why, url=page))], is_error=True, meta=meta
+    )

@@ -57,7 +57,8 @@ from maya_tools.auth import (
 )
 from maya_tools.auth.errors import DoorNotConnected
 from maya_tools.channels import link_wait
-from maya_tools.channels.connect import CONNECT_KEY
+from maya_tools.channels.app_secret import META_KEY
+from maya_tools.channels.connect import CONNECT_KEY, CONNECT_META
 from maya_tools.channels.page_link import PAGE_KEY
 from maya_tools.runtime import Runtime, open_runtime
 from maya_tools.server import MayaServer, build_server
@@ -65,6 +66,7 @@ from maya_tools.settings import Settings
 from reference_backend.backend import ReferenceBackend
 from tests.maya_tools.auth.site import ORIGIN, Browser, Site, csrf_of
 from tests.maya_tools.channels.conftest import RESOURCE
+from tests.maya_tools.test_app_card import APPS
 from tests.oidc import ADMIN, MEMBER, OpenIDProvider, User
 
 pytestmark = pytest.mark.anyio
@@ -438,3 +440,36 @@ async def test_2025_11_25_the_client_hears_elicitation_complete_once_the_person_
             listed = await client.call_tool(*READ)
     assert completed == [asked["elicitationId"]]
     assert not listed.is_error and "workers" in str(listed.content)
+
+
+# --- an Apps-only host (Claude, ChatGPT): the card view opens /connect --------------------------
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_apps_only_host_gets_the_connect_link_for_its_view_and_the_retry_shows_the_card(
+    wiring: OAuthWiring, tokens: dict[str, str], backend: ReferenceBackend, mode: str
+) -> None:
+    """No URL mode, so no elicitation: the change tool's result (shown in its card view) carries the
+    person's own ``/connect?for=`` link in ``_meta`` only; once they connected through it, the same call
+    returns the pending card with the view's one-time secret. A read tool, bound to no view, still
+    says where to go in words."""
+    before = backend.last_request_seq
+    async with wiring.signed_in(ADMIN), Client(wiring.server, mode=mode, extensions=[APPS]) as client:  # type: ignore[call-arg]
+        asked = await client.call_tool(*SCALE)
+        read = await client.call_tool(*READ)
+        assert backend.requests_since(before) == [], "nothing reaches Door before the person connects"
+        connect = (asked.meta or {}).get(CONNECT_META)
+        assert asked.is_error and connect is not None, asked
+        assert connect["tool"] == SCALE[0] and connect["url"].startswith(ORIGIN + "/connect?for=")
+        said = str(asked.content)
+        assert "Connect button" in said and f"{ORIGIN}/connect" in said and "for=" not in said
+        assert read.is_error and CONNECT_META not in (read.meta or {}) and "then ask again" in str(read.content)
+
+        done = await wiring.connect_in_browser(ADMIN, connect["url"], tokens["admin"])
+        assert done.status_code == 200 and "Your Door token is connected" in done.text
+        assert await wiring.runtime.connect_requests.completed(parse_qs(urlsplit(connect["url"]).query)["for"][0])  # type: ignore[union-attr]
+        again = await client.call_tool(*SCALE)
+    assert not again.is_error and again.structured_content is not None, again
+    assert again.structured_content["status"] == "pending"
+    assert META_KEY in (again.meta or {}), "the card view can approve it"
+    assert tokens["admin"] not in asked.model_dump_json() + again.model_dump_json()
