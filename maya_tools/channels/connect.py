@@ -7,13 +7,19 @@ Door or the card store; ``MayaServer.call_tool`` catches it for every tool alike
 
 - 2026-07-28: an ``input_required`` round whose ``elicitation/create`` is of ``mode: "url"``, as
   ``page_link`` does for the approval page (that version "MUST NOT" emit ``-32042``). The retry
-  runs the tool again: once the person has connected it goes on; before that it asks again, and a
-  declined or cancelled link ends in the error below rather than in a loop.
+  runs the tool again: a retry that answers the link with ``accept`` first waits, bounded, for the
+  person to connect (``connected_after_link``), then goes on; if they have not by then it asks again,
+  and a declined or cancelled link ends in the error below rather than in a loop.
 - 2025-11-25: ``-32042`` ``URLElicitationRequiredError``, which that version's elicitation spec
   gives for exactly this: a request that "cannot be processed until an elicitation is completed",
   which the client retries once the person is done. A mid-call ``elicitation/create`` would hold
   the call open for however long connecting takes and, since its ``accept`` means only that the
-  person agreed to open the link, would still end without running the tool.
+  person agreed to open the link, would still end without running the tool. Once the person stored
+  their token through the link, the client is sent ``notifications/elicitation/complete`` with its id
+  (``tell_when_connected``), so it knows to retry.
+- Apps-only hosts (Claude, ChatGPT: MCP Apps, no URL mode), for a tool shown in the card view: the
+  error below as a result whose ``_meta`` holds the person's link for the view to open
+  (``apps_connect``).
 - a client without URL mode: a tool error saying to open ``<public URL>/connect`` in a browser,
   sign in, connect the Door token and ask again (a URL meant to be clicked never goes in a form).
 
