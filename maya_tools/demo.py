@@ -83,13 +83,31 @@ async def follow(client: Client, cluster: str, target: str) -> None:
     )
 
 
+async def plan(client: Client, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """``change_pool_tier``: one card for the plan's steps, each step said as it runs."""
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        if message:
+            say(f"  … {message}")
+
+    say(f"→ change_pool_tier({json.dumps(arguments)})")
+    result = await client.call_tool("change_pool_tier", arguments, progress_callback=progress)
+    if result.is_error:
+        say(textwrap.indent(textwrap.fill(_text(result), 76), "  ✗ "))
+        return None
+    data: dict[str, Any] | None = result.structured_content
+    for step in (data or {}).get("card", {}).get("steps", []):
+        say(f"  {step['index']}. {step['title']}: {step['status']}")
+    return data
+
+
 async def show_nodes(client: Client, cluster: str) -> None:
     data = await call(client, "list_nodes", {"cluster": cluster, "wait_for_fresh": True})
     if data is None:
         return
     say(f"  snapshot: {data['freshness']}; {data['total']} workers")
     for node in data["items"]:
-        say(f"    {node['name']:<40} {node['pool'] or '-':<10} {node['status']:<12} ready={node['ready']}")
+        say(f"    {node['name']:<40} {node['pool'] or '-':<20} {node['status']:<12} ready={node['ready']}")
 
 
 def outcome(data: dict[str, Any] | None) -> None:
@@ -146,6 +164,14 @@ async def run(time_scale: float) -> int:
         heading('5. "Replace node payments-prod-workers-abc12 on payments-prod."  Approve.')
         outcome(await call(client, "replace_node", {"cluster": cluster, "node_name": "payments-prod-workers-abc12"}))
         await follow(client, cluster, "payments-prod-workers-abc12")
+        await show_nodes(client, cluster)
+
+        heading(
+            '6. "Move the workers pool on payments-prod to dks.c5.2xlarge."  The page\'s own way to change a tier:\n'
+            "   add a new pool, wait until it is up, delete the old one; one plan, approved once."
+        )
+        outcome(await plan(client, {"cluster": cluster, "pool": "workers", "size": "dks.c5.2xlarge"}))
+        await follow(client, cluster, "workers")  # the old pool's workers drain and go
         await show_nodes(client, cluster)
 
         heading("Done")

@@ -25,6 +25,7 @@ from confirmation_cards import ApprovalService, Card, CardStore, Planner, RoleMe
 from confirmation_cards.approvals import Approver
 from confirmation_cards.models import CardOwner
 from confirmation_cards.stores import is_postgres, open_store
+from maya_tools.channels.link_wait import LinkSignals
 from maya_tools.owner_doors import RuntimeOwners
 from maya_tools.settings import Settings
 
@@ -91,6 +92,8 @@ class Runtime:
     """With OAuth over HTTP: the ``/connect?for=`` links a URL elicitation sends."""
     webhook: Webhook | None = None
     """With ``MAYA_APPROVAL_WEBHOOK_URL``: the approvers' webhook (``maya_tools.webhook``), run in ``group``."""
+    links: LinkSignals = field(default_factory=LinkSignals)
+    """Wakes calls waiting for what an opened approval or connect link decides (``channels.link_wait``)."""
     owners: RuntimeOwners = field(init=False)
     """Whose Door credential runs each card (``maya_tools.owner_doors``): the approval service's."""
 
@@ -275,6 +278,14 @@ def _scope_of(ctx: Context[Any, Any]) -> dict[str, Any]:
     return scope if isinstance(scope, dict) else {}
 
 
+def hold_door_token(ctx: Context[Any, Any], token: str) -> None:
+    """Give this HTTP request the Door token its person connected while it waited (``token_for``
+    finds it as if ``maya_tools.http.DoorTokens`` had found it at the request's start)."""
+    scope = getattr(ctx.request_context.request, "scope", None)
+    if isinstance(scope, dict):
+        scope[DOOR_TOKEN_KEY] = token
+
+
 def runtime_of(ctx: Context[Any, Any]) -> Runtime:
     runtime = ctx.request_context.lifespan_context
     assert isinstance(runtime, Runtime)
@@ -388,7 +399,7 @@ async def _open_oauth(runtime: Runtime, http: httpx2.AsyncClient) -> None:
         name_claims=settings.oauth_name_claims,
         keep_claims=settings.policy.claims if settings.policy is not None else (),
     )
-    runtime.connect_requests = ConnectRequests(runtime.credentials.database)
+    runtime.connect_requests = ConnectRequests(runtime.credentials.database, settled=runtime.links.settled)
 
 
 SWEEP_EVERY = 10.0  # the default of MAYA_SWEEP_SECONDS

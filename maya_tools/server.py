@@ -32,8 +32,8 @@ from pydantic import AnyUrl, ValidationError
 import prompts
 from maya_tools import prompts as mcp_prompts
 from maya_tools.channels.app_card import build_apps
-from maya_tools.channels.app_secret import META_KEY
-from maya_tools.channels.connect import ask_to_connect, not_connected, refused_token
+from maya_tools.channels.app_secret import APP_URI, META_KEY
+from maya_tools.channels.connect import ask_to_connect, connected_after_link, not_connected, refused_token
 from maya_tools.channels.form import ASKED, decline_as
 from maya_tools.channels.page import ApprovalPages
 from maya_tools.channels.page_link import LinkAsked, rides_input_required
@@ -213,6 +213,8 @@ class MayaServer(MCPServer[Runtime]):
             known = ", ".join(t.name for t in self._tool_manager.list_tools() if not app_only(t)) or "none"
             raise MCPError(code=INVALID_PARAMS, message=UNKNOWN_TOOL.format(name=shown_input(name), known=known))
         asked: dict[str, str] = {}
+        if context is not None:
+            await connected_after_link(runtime_of(context), context)
         token = ASKED.set(asked)
         try:
             try:
@@ -227,7 +229,9 @@ class MayaServer(MCPServer[Runtime]):
                     missing = await refused_token(runtime_of(context), context, exc)
                 if missing is None or context is None:
                     raise
-                return await ask_to_connect(runtime_of(context), context, missing)
+                bound = self._tool_manager.get_tool(name)
+                view = ((bound.meta or {}).get("ui") or {}).get("resourceUri") if bound is not None else None
+                return await ask_to_connect(runtime_of(context), context, missing, name, viewed=view == APP_URI)
             secret = asked.get("app_secret")
             if secret is not None and isinstance(result, CallToolResult) and not result.is_error:
                 # The view's one-time secret travels in `_meta` only: never in content or

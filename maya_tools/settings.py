@@ -70,6 +70,10 @@ class Settings:
     reference_time_scale: float = 10.0
     approver: str = "local user"
     door_timeout_seconds: float = 30.0
+    link_wait_seconds: float = 50.0
+    """How long a call whose URL elicitation the client accepted (it opened the link) waits for what the
+    approval page or ``/connect`` decides before it answers ``pending`` (``MAYA_LINK_WAIT_SECONDS``); under
+    the 60 s a client's request commonly times out after."""
     settle_seconds: float = 30.0
     sweep_seconds: float = 10.0
     plan_step_timeout_seconds: float = 1800.0
@@ -120,7 +124,8 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         """Read ``DOOR_API_URL``, ``DOOR_TOKEN``, ``MAYA_CARD_STORE``, ``MAYA_READ_ONLY``,
         ``MAYA_CARD_TTL_SECONDS``, ``MAYA_REFERENCE_TIME_SCALE``, ``MAYA_USER``, ``MAYA_DOOR_TIMEOUT_SECONDS``
-        (one Door request), ``MAYA_SWEEP_SECONDS`` (how often orphaned executing cards are looked for, at
+        (one Door request), ``MAYA_LINK_WAIT_SECONDS`` (how long an opened link's decision is waited for),
+        ``MAYA_SWEEP_SECONDS`` (how often orphaned executing cards are looked for, at
         most 20), ``MAYA_SETTLE_SECONDS`` (how long an unclear answer is settled by reading
         Door back), ``MAYA_PLAN_STEP_TIMEOUT_SECONDS`` (Door's time a plan's wait step may take
         before the plan stops) and ``MAYA_PLAN_POLL_SECONDS`` (between two reads of Door while it waits),
@@ -142,6 +147,7 @@ class Settings:
             "reference_time_scale": _number(env, "MAYA_REFERENCE_TIME_SCALE", 10.0, least=0.001),
             "approver": env.get("MAYA_USER") or env.get("USER") or "local user",
             "door_timeout_seconds": _number(env, "MAYA_DOOR_TIMEOUT_SECONDS", 30.0, least=0.1),
+            "link_wait_seconds": _number(env, "MAYA_LINK_WAIT_SECONDS", 50.0),
             "settle_seconds": _number(env, "MAYA_SETTLE_SECONDS", 30.0),
             "plan_step_timeout_seconds": _number(env, "MAYA_PLAN_STEP_TIMEOUT_SECONDS", 1800.0, least=1),
             "plan_poll_seconds": _number(env, "MAYA_PLAN_POLL_SECONDS", 5.0, least=0.05),

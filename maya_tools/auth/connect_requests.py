@@ -25,9 +25,17 @@ SECONDS = 15 * 60
 
 
 class ConnectRequests:
-    def __init__(self, database: AuthDatabase, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        database: AuthDatabase,
+        *,
+        clock: Callable[[], float] = time.time,
+        settled: Callable[[str], None] | None = None,
+    ) -> None:
         self._database = database
         self._clock = clock
+        self._settled = settled
+        """Told each id ``complete`` marks done, so a call waiting on it in this process wakes at once."""
 
     async def create(self, principal: Principal, *, seconds: float = SECONDS) -> str:
         """A new id for a link that connects a Door token for ``principal`` only."""
@@ -48,7 +56,10 @@ class ConnectRequests:
             return False
         record = json.loads(data)
         record["done"] = True
-        return await self._database.update_record(KIND, digest(request_id), json.dumps(record), self._clock())
+        done = await self._database.update_record(KIND, digest(request_id), json.dumps(record), self._clock())
+        if done and self._settled is not None:
+            self._settled(request_id)
+        return done
 
     async def completed(self, request_id: str) -> bool:
         """Whether the person connected a Door token through this request."""

@@ -42,6 +42,7 @@ from confirmation_cards.models import CardOwner, card_digest_schema, strip_title
 from confirmation_cards.render import clean_text, quoted, when
 from maya_tools.channels.app_secret import mint_app_secret
 from maya_tools.channels.connect import answers_connect
+from maya_tools.channels.opened_links import page_decision
 from maya_tools.channels.page_link import link_answer, link_round, linked_card, rides_input_required
 from maya_tools.channels.waiting import waiting_for, waiting_message
 from maya_tools.errors import door_errors
@@ -317,6 +318,8 @@ async def page_outcome(runtime: Runtime, ctx: Context[Any, Any], card: Card, ans
         )
     with card_errors():
         now = await runtime.service.get(card.id, principal=runtime.principal(ctx))
+        # "accept" means only that the link was opened: wait, bounded, for what the page decides.
+        now = await page_decision(runtime, ctx, now)
     if now.status is CardStatus.PENDING:
         return ChangeResult(
             status=now.status, changed=False, message=WAITING.format(expires=when(now.expires_at)), card=now

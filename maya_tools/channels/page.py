@@ -276,6 +276,8 @@ class ApprovalPages:
             )
         except ApprovalRefused as refused:  # the service's own check, whatever this page decided above
             return _answer(card, "waiting", form="", reason=str(refused), status_code=403)
+        finally:
+            runtime.links.settled(card.id)  # the call that sent the link waits for this (channels.link_wait)
         return _answer(done, "done")
 
     async def _run_plan(self, runtime: Runtime, card: Card, approver: str, token: str, person: Approver) -> Card:
@@ -284,7 +286,9 @@ class ApprovalPages:
         begun = anyio.Event()
 
         async def progress(done: float, total: float, message: str) -> None:
-            begun.set()
+            if not begun.is_set():
+                begun.set()
+                runtime.links.settled(card.id)  # approved: the waiting call says so (channels.link_wait)
 
         async def run() -> None:
             try:
@@ -302,6 +306,7 @@ class ApprovalPages:
                 logger.exception("Plan %s approved on the approval page ended with an error", card.id)
             finally:
                 begun.set()
+                runtime.links.settled(card.id)
 
         assert runtime.group is not None
         runtime.group.start_soon(run)

@@ -336,8 +336,8 @@ async def test_the_title_is_larger_than_the_section_headings(
     async with in_process_client(tmp_path, door_clock) as client:
         _, view, _ = await show_card(chromium, client)
         size = "(e) => parseFloat(getComputedStyle(e).fontSize)"
-        title = await view.locator("h1").evaluate(size)
-        headings = await view.locator("h2").evaluate_all(f"(all) => all.map({size})")
+        title = await view.locator("#card h1").evaluate(size)
+        headings = await view.locator("#card h2").evaluate_all(f"(all) => all.map({size})")
         assert len(headings) >= 3 and all(title > heading for heading in headings), (title, headings)
 
 

@@ -49,7 +49,9 @@ def card_store(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def settings(card_store: Path) -> Settings:
-    return Settings(card_store=str(card_store), door_token=DEMO_ADMIN_TOKEN, approver="tester")
+    # No wait after an opened link by default: a test that leaves the page undecided hears `pending` at
+    # once. The tests of the wait itself (tests/maya_tools/channels/test_opened_links.py) set a bound.
+    return Settings(card_store=str(card_store), door_token=DEMO_ADMIN_TOKEN, approver="tester", link_wait_seconds=0)
 
 
 @pytest.fixture

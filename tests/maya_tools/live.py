@@ -92,8 +92,13 @@ class Proc:
         shutil.rmtree(self.log.parent, ignore_errors=True)
 
 
+NO_LINK_WAIT = {"MAYA_LINK_WAIT_SECONDS": "0"}
+"""A test that leaves an opened link undecided hears ``pending`` at once; the wait has its own tests."""
+
+
 def base_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in {"DOOR_API_URL", "DOOR_TOKEN", "MAYA_CARD_STORE"}}
+    kept = {k: v for k, v in os.environ.items() if k not in {"DOOR_API_URL", "DOOR_TOKEN", "MAYA_CARD_STORE"}}
+    return {**kept, **NO_LINK_WAIT}
 
 
 class Live:

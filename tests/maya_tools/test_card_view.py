@@ -28,10 +28,11 @@ BUILT = (
     "maya_tools/static/card-view.licenses.txt",
     "tests/browser/app-bridge.bundle.js",
 )
-# Measured: 237,044 bytes (62,881 gzipped; 234,491 before a plan's steps and their following) with ext-apps 2.0.4, client and core 2.0.0, zod 4.2.0,
+# Measured: 240,016 bytes (63,800 gzipped) with issue 27's connect panel, whole warnings and issue 28's
+# waiting reason; 237,044 (62,881) before them, 234,491 before a plan's steps; ext-apps 2.0.4, client and core 2.0.0, zod 4.2.0,
 # against 552,968 (132,818) when the whole app-with-deps.js was inlined. The bound leaves room for a
 # few lines more of the view; a larger step means a dependency came back whole (build.mjs --analyze).
-VIEW_MAX_BYTES = 240_000
+VIEW_MAX_BYTES = 244_000
 
 
 def test_the_committed_view_and_test_host_are_what_the_build_makes(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from reference_backend.backend import ReferenceBackend
 from reference_backend.seed import DEMO_ADMIN_TOKEN, DEMO_MEMBER_TOKEN, DEMO_OUTSIDER_TOKEN
 from tests.launch import launch
 from tests.maya_tools.conftest import MODES, Person
+from tests.maya_tools.live import NO_LINK_WAIT
 
 pytestmark = pytest.mark.anyio
 
@@ -37,7 +38,7 @@ SCALE = ("scale_node_pool", {"cluster": "payments-prod", "pool": "workers", "cou
 
 def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in {"DOOR_API_URL", "DOOR_TOKEN"}}
-    env.update({"MAYA_CARD_STORE": str(tmp_path / "cards.sqlite3"), "MAYA_REFERENCE_TIME_SCALE": "100"})
+    env.update({"MAYA_CARD_STORE": str(tmp_path / "cards.sqlite3"), "MAYA_REFERENCE_TIME_SCALE": "100", **NO_LINK_WAIT})
     env.update(extra)
     return env
 

@@ -94,6 +94,7 @@ class OpenIDProvider:
         resources: Sequence[str],
         *,
         access_token_ttl: int = 300,
+        refreshed_token_ttl: int | None = None,
         alg: str = "RS256",
         signing: Mapping[str, str] | None = None,
         issuer: str | None = None,
@@ -110,6 +111,8 @@ class OpenIDProvider:
         """The server's own client's redirect URIs: a served ``/auth/callback`` besides the tests' own."""
         self.signing = dict(signing or {})
         self.access_token_ttl = access_token_ttl
+        self.refreshed_token_ttl = refreshed_token_ttl or access_token_ttl
+        """The life of an access token got by the refresh_token grant."""
         self.alg = alg
         self.port = free_port()
         self.issuer = issuer or f"http://127.0.0.1:{self.port}"
@@ -122,6 +125,7 @@ class OpenIDProvider:
         node_modules(FOLDER)
         argv = [node(), str(SCRIPT), "--port", str(self.port), "--issuer", self.issuer]
         argv += ["--access-token-ttl", str(self.access_token_ttl), "--alg", self.alg]
+        argv += ["--refreshed-token-ttl", str(self.refreshed_token_ttl)]
         for resource in self.resources:
             argv += ["--resource", resource]
         for resource, alg in self.signing.items():
@@ -269,6 +273,16 @@ class OpenIDProvider:
         confidential client after ``user`` signed in."""
         tokens = await self.sign_in(http, user, scopes=scopes, resource=resource or self.resources[0])
         return tokens.access_token
+
+    async def refresh(
+        self, http: httpx2.AsyncClient, client: OAuthClient, refresh_token: str, *, resource: str | None = None
+    ) -> Tokens:
+        """The refresh_token grant (RFC 6749 §6), as a host renews an expired access token, naming
+        ``resource`` (RFC 8707) when given."""
+        form = {"grant_type": "refresh_token", "refresh_token": refresh_token}
+        if resource is not None:
+            form["resource"] = resource
+        return await self._token(http, client, form)
 
     async def _browse(self, user: User, params: dict[str, str], redirect_uri: str) -> dict[str, list[str]]:
         """Follow the authorization request as a browser would, filling in the login and consent forms,

@@ -4,7 +4,7 @@
 // resource), with a fixed account store whose login and consent are plain HTML form posts.
 //
 //   node provider.mjs --port 4444 [--issuer http://127.0.0.1:4444] --resource http://127.0.0.1:8000/mcp
-//                     [--resource <another accepted resource>] [--access-token-ttl 300] [--alg RS256]
+//                     [--resource <another accepted resource>] [--access-token-ttl 300] [--refreshed-token-ttl 300] [--alg RS256]
 //                     [--signing <resource>=<alg> (a resource whose tokens another algorithm signs)]
 //
 // Environment: MAYA_OAUTH_CLIENT_ID / MAYA_OAUTH_CLIENT_SECRET / MAYA_OAUTH_REDIRECT_URIS (space
@@ -28,6 +28,7 @@ const { values: args } = parseArgs({
     issuer: { type: 'string' },
     resource: { type: 'string', multiple: true },
     'access-token-ttl': { type: 'string', default: '300' },
+    'refreshed-token-ttl': { type: 'string' },
     alg: { type: 'string', default: 'RS256' },
     signing: { type: 'string', multiple: true },
   },
@@ -41,6 +42,9 @@ const issuer = args.issuer ?? `http://127.0.0.1:${port}`;
 const algs = new Map((args.signing ?? []).map((pair) => pair.split(/=(?=[^=]+$)/)));
 const resources = new Set([...args.resource, ...algs.keys()]);
 const accessTokenTTL = Number(args['access-token-ttl']);
+// An access token got by the refresh_token grant may live longer, so a test can hold an expired first
+// token and a fresh refreshed one at the same instant of the resource server's clock.
+const refreshedTokenTTL = Number(args['refreshed-token-ttl'] ?? args['access-token-ttl']);
 const RESOURCE_SCOPES = 'maya.read maya.change';
 
 const DEFAULT_USERS = [
@@ -137,7 +141,7 @@ const provider = new Provider(issuer, {
         return {
           scope: RESOURCE_SCOPES,
           audience: resourceIndicator,
-          accessTokenTTL,
+          accessTokenTTL: ctx.oidc?.params?.grant_type === 'refresh_token' ? refreshedTokenTTL : accessTokenTTL,
           accessTokenFormat: 'jwt',
           jwt: { sign: { alg: algs.get(resourceIndicator) ?? args.alg } },
         };

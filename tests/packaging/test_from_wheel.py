@@ -56,7 +56,7 @@ def test_the_packages_import_from_the_new_virtualenv_and_not_the_checkout(venv: 
 def test_the_demo_runs_from_the_wheel(venv: Path, tmp_path: Path) -> None:
     done = run(venv, tmp_path, "maya-tools", "demo")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.count(": executed") == 3  # as tests/maya_tools/test_demo.py: three approvals, once each
+    assert done.stdout.count(": executed") == 4  # as tests/maya_tools/test_demo.py: four approvals (the last a tier plan), once each
 
 
 def test_the_reference_backend_runs_from_the_wheel(venv: Path, tmp_path: Path) -> None:

@@ -191,9 +191,54 @@ function cannotApprove(card, meta) {
   if (!(app.getHostCapabilities() || {}).serverTools) return "no-server-tools";
   return null;
 }
+// A host with MCP Apps and no URL elicitation (Claude, ChatGPT): the person has not connected a Door
+// token, and the server's result carries, in _meta only, the connect link made for them and the tool
+// to retry. The view opens the link through the host (ui/open-link) and retries through tools/call.
+const CONNECT_NOTE = "Nothing was sent to Door. Open the page, sign in and paste your Door API token; "
+  + "then press Try again here, or ask again.";
+let connecting = null, toolArguments = {};
+function showConnect(meta) {
+  connecting = meta;
+  $("waiting").hidden = true; $("card").hidden = true; $("connect").hidden = false;
+  $("connect-why").textContent = (meta.refused
+    ? "Door refused the Door API token you had connected, so maya-tools forgot it. "
+    : "maya-tools calls Door with your own Door API token, and you have not connected one yet. ") + CONNECT_NOTE;
+  $("connect-retry").disabled = !(app.getHostCapabilities() || {}).serverTools;
+}
+function connectSaid(message, ok) {
+  $("connect-said").hidden = false; $("connect-said").textContent = message;
+  $("connect-said").className = "outcome " + (ok ? "ok" : "bad");
+}
+async function openConnect() {
+  if (!connecting) return;
+  try {
+    const { isError } = await app.openLink({ url: connecting.url });
+    connectSaid(isError ? `Your host did not open the page: open ${connecting.url} in your browser.`
+      : "The connect page is open in your browser. Once your Door token is connected, press Try again.", !isError);
+  } catch (error) {
+    connectSaid(`Your host did not open the page: open ${connecting.url} in your browser.`, false);
+  }
+}
+async function retryConnect() {
+  if (!connecting) return;
+  $("connect-retry").disabled = true;
+  try {
+    const result = await app.callServerTool({ name: connecting.tool, arguments: toolArguments });
+    $("connect-retry").disabled = false;
+    if ((result._meta || {})["maya-tools/connect"]) return connectSaid("Not connected yet: connect your Door token on the page first.", false);
+    if (result.isError) return connectSaid((result.content || []).map((c) => c.text || "").join(" "), false);
+    connecting = null; $("connect").hidden = true;
+    render(result);
+  } catch (error) {
+    $("connect-retry").disabled = false;
+    connectSaid("The call could not be sent: " + String(error && error.message || error), false);
+  }
+}
 function render(result) {
   const data = result.structuredContent || {};
   const card = data.card;
+  const connect = (result._meta || {})["maya-tools/connect"];
+  if (!card && connect && typeof connect.url === "string") return showConnect(connect);
   if (!card) return;
   stopFollowing(); $("progress-box").hidden = true;
   shown = card;
@@ -271,9 +316,12 @@ function theme(ctx) {
 }
 const app = new App({ name: "maya-tools card", version: "1" });
 app.ontoolresult = render;
+app.ontoolinput = (params) => { toolArguments = (params && params.arguments) || {}; };
 app.onhostcontextchanged = theme;
 app.onteardown = async () => { stopFollowing(); stopCountdown(); return {}; };
 $("approve").addEventListener("click", () => decide("approve"));
 $("decline").addEventListener("click", () => decide("decline"));
+$("connect-open").addEventListener("click", openConnect);
+$("connect-retry").addEventListener("click", retryConnect);
 await app.connect();
 theme(app.getHostContext());

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 import httpx2
 import pytest
 from mcp import Client
@@ -32,6 +33,7 @@ from mcp_types import (
     URL_ELICITATION_REQUIRED,
     CallToolResult,
     ElicitationCapability,
+    ElicitCompleteNotification,
     ElicitRequestURLParams,
     ElicitResult,
     FormElicitationCapability,
@@ -40,6 +42,7 @@ from mcp_types import (
 )
 from starlette.applications import Starlette
 
+import maya_tools.channels.connect as connect_module
 import maya_tools.server as server_module
 from maya_tools.auth import (
     BrowserSignIn,
@@ -53,7 +56,9 @@ from maya_tools.auth import (
     open_credentials,
 )
 from maya_tools.auth.errors import DoorNotConnected
-from maya_tools.channels.connect import CONNECT_KEY
+from maya_tools.channels import link_wait
+from maya_tools.channels.app_secret import META_KEY
+from maya_tools.channels.connect import CONNECT_KEY, CONNECT_META
 from maya_tools.channels.page_link import PAGE_KEY
 from maya_tools.runtime import Runtime, open_runtime
 from maya_tools.server import MayaServer, build_server
@@ -61,6 +66,7 @@ from maya_tools.settings import Settings
 from reference_backend.backend import ReferenceBackend
 from tests.maya_tools.auth.site import ORIGIN, Browser, Site, csrf_of
 from tests.maya_tools.channels.conftest import RESOURCE
+from tests.maya_tools.test_app_card import APPS
 from tests.oidc import ADMIN, MEMBER, OpenIDProvider, User
 
 pytestmark = pytest.mark.anyio
@@ -133,8 +139,11 @@ class OAuthWiring:
         finally:
             auth_context_var.reset(reset)
 
-    async def connect_in_browser(self, user: User, link: str, door_token: str) -> httpx2.Response:
-        """``user`` opens the elicitation's link, signs in at the provider and pastes ``door_token``."""
+    async def connect_in_browser(
+        self, user: User, link: str, door_token: str, *, refresh: bool = True
+    ) -> httpx2.Response:
+        """``user`` opens the elicitation's link, signs in at the provider and pastes ``door_token``
+        (and, unless told not to, the next request finds it, as serve's per-request lookup would)."""
         assert self.site is not None and link.startswith(ORIGIN + "/connect?for="), link
         browser = Browser(self.site, user)
         try:
@@ -146,8 +155,15 @@ class OAuthWiring:
             )
         finally:
             await browser.aclose()
-        await self.refresh()
+        if refresh:
+            await self.refresh()
         return done
+
+
+@pytest.fixture
+def link_wait_seconds() -> float:
+    """How long a retry that opened the connect link waits for the person (0: asked again at once)."""
+    return 0.0
 
 
 @pytest.fixture
@@ -158,9 +174,15 @@ def wiring(
     backend: ReferenceBackend,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
+    link_wait_seconds: float,
 ) -> Iterator[OAuthWiring]:
     caplog.set_level("INFO")
-    settings = Settings(card_store=str(tmp_path / "cards.sqlite3"), approver="nobody", public_url=ORIGIN)
+    settings = Settings(
+        card_store=str(tmp_path / "cards.sqlite3"),
+        approver="nobody",
+        public_url=ORIGIN,
+        link_wait_seconds=link_wait_seconds,
+    )
     key = secrets.token_bytes(32)
     state: dict[str, OAuthWiring] = {}
 
@@ -184,7 +206,7 @@ def wiring(
                 public_url=ORIGIN,
                 database=credentials.database,
             )
-            runtime.connect_requests = ConnectRequests(credentials.database)
+            runtime.connect_requests = ConnectRequests(credentials.database, settled=runtime.links.settled)
             connect = ConnectPage(
                 sign_in=runtime.sign_in,
                 credentials=credentials,
@@ -211,6 +233,10 @@ def wiring(
             raise DoorNotConnected(key, ORIGIN + "/connect")
         return token
 
+    def hold_door_token(ctx: Context[Any, Any], token: str) -> None:
+        state["wiring"].found[person_key(ctx)] = token  # what the request's ASGI scope holds under serve
+
+    monkeypatch.setattr(connect_module, "hold_door_token", hold_door_token)
     monkeypatch.setattr(server_module, "open_runtime", open_with_oauth)
     monkeypatch.setattr(Runtime, "token_for", token_for)
     monkeypatch.setattr(Runtime, "principal", lambda self, ctx: person_key(ctx))
@@ -341,3 +367,109 @@ def example_arguments(schema: dict[str, Any]) -> dict[str, Any]:
         kind = schema["properties"][name].get("type")
         arguments[name] = examples.get(name, 1 if kind == "integer" else {} if kind == "object" else "x")
     return arguments
+
+
+# --- after the link was opened: the retry waits (2026-07-28), the client is told (2025-11-25) ----
+
+
+@pytest.mark.parametrize("link_wait_seconds", [600.0])
+async def test_2026_07_28_a_retry_that_opened_the_link_waits_for_the_person_and_runs_the_tool(
+    wiring: OAuthWiring, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spec-order host retries with ``accept`` as soon as it opened the link. The person connects
+    only once the retry says it waits (its progress); the retry then runs the tool with the token
+    they just stored, rather than ask again."""
+    monkeypatch.setattr(link_wait, "POLL_SECONDS", 600.0)  # only /connect's own signal wakes the retry
+    told = anyio.Event()
+    heard: list[str] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+        told.set()
+
+    with anyio.fail_after(30):
+        async with wiring.signed_in(ADMIN), UrlOnly(wiring.server) as client, anyio.create_task_group() as group:
+            first = await client.session.call_tool(*READ, allow_input_required=True)
+            assert isinstance(first, InputRequiredResult), first
+            link = link_of(first)
+
+            async def person() -> None:
+                await told.wait()
+                done = await wiring.connect_in_browser(ADMIN, link, tokens["admin"], refresh=False)
+                assert done.status_code == 200, done.text
+
+            group.start_soon(person)
+            listed = await client.session.call_tool(
+                *READ,
+                input_responses={CONNECT_KEY: ElicitResult(action="accept")},
+                request_state=first.request_state,
+                allow_input_required=True,
+                progress_callback=progress,
+            )
+    assert isinstance(listed, CallToolResult) and not listed.is_error, listed
+    assert "workers" in str(listed.content)
+    assert heard and "connect your Door token" in heard[0]
+    assert tokens["admin"] not in listed.model_dump_json()
+
+
+async def test_2025_11_25_the_client_hears_elicitation_complete_once_the_person_connected(
+    wiring: OAuthWiring, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After ``-32042`` the server tells the client, by ``notifications/elicitation/complete`` with the
+    link's id, that the person connected; the client's retry then runs."""
+    monkeypatch.setattr(link_wait, "POLL_SECONDS", 600.0)
+    completed: list[str] = []
+    heard = anyio.Event()
+
+    async def notified(message: Any) -> None:
+        if isinstance(message, ElicitCompleteNotification):
+            completed.append(message.params.elicitation_id)
+            heard.set()
+
+    with anyio.fail_after(30):
+        async with (
+            wiring.signed_in(ADMIN),
+            UrlOnly(wiring.server, mode="legacy", message_handler=notified) as client,  # type: ignore[call-arg]
+        ):
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool(*READ)
+            [asked] = (refused.value.error.data or {})["elicitations"]
+            assert completed == []
+            await wiring.connect_in_browser(ADMIN, asked["url"], tokens["admin"])
+            await heard.wait()
+            listed = await client.call_tool(*READ)
+    assert completed == [asked["elicitationId"]]
+    assert not listed.is_error and "workers" in str(listed.content)
+
+
+# --- an Apps-only host (Claude, ChatGPT): the card view opens /connect --------------------------
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_an_apps_only_host_gets_the_connect_link_for_its_view_and_the_retry_shows_the_card(
+    wiring: OAuthWiring, tokens: dict[str, str], backend: ReferenceBackend, mode: str
+) -> None:
+    """No URL mode, so no elicitation: the change tool's result (shown in its card view) carries the
+    person's own ``/connect?for=`` link in ``_meta`` only; once they connected through it, the same call
+    returns the pending card with the view's one-time secret. A read tool, bound to no view, still
+    says where to go in words."""
+    before = backend.last_request_seq
+    async with wiring.signed_in(ADMIN), Client(wiring.server, mode=mode, extensions=[APPS]) as client:  # type: ignore[call-arg]
+        asked = await client.call_tool(*SCALE)
+        read = await client.call_tool(*READ)
+        assert backend.requests_since(before) == [], "nothing reaches Door before the person connects"
+        connect = (asked.meta or {}).get(CONNECT_META)
+        assert asked.is_error and connect is not None, asked
+        assert connect["tool"] == SCALE[0] and connect["url"].startswith(ORIGIN + "/connect?for=")
+        said = str(asked.content)
+        assert "Connect button" in said and f"{ORIGIN}/connect" in said and "for=" not in said
+        assert read.is_error and CONNECT_META not in (read.meta or {}) and "then ask again" in str(read.content)
+
+        done = await wiring.connect_in_browser(ADMIN, connect["url"], tokens["admin"])
+        assert done.status_code == 200 and "Your Door token is connected" in done.text
+        assert await wiring.runtime.connect_requests.completed(parse_qs(urlsplit(connect["url"]).query)["for"][0])  # type: ignore[union-attr]
+        again = await client.call_tool(*SCALE)
+    assert not again.is_error and again.structured_content is not None, again
+    assert again.structured_content["status"] == "pending"
+    assert META_KEY in (again.meta or {}), "the card view can approve it"
+    assert tokens["admin"] not in asked.model_dump_json() + again.model_dump_json()
