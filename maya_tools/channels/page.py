@@ -337,8 +337,8 @@ class ApprovalPages:
             owner = await runtime.sign_in.signed_in(request)
             if owner is None:
                 return runtime.sign_in.login_redirect(request)
-            if owner.key != card.principal:
-                return _answer(None, "someone_else", status_code=403)
+            if owner.key != card.principal:  # someone else learns not even that the plan exists
+                return _answer(None, "not_followed", status_code=404)
         return self._progress_answer(request, card)
 
     def _progress_answer(self, request: Request, card: Card) -> HTMLResponse:
