@@ -17,6 +17,7 @@ import secrets
 import sqlite3
 from pathlib import Path
 
+import anyio
 import pytest
 
 from maya_tools.auth.browser import LOGIN, LOGIN_SECONDS, SESSION
@@ -145,3 +146,26 @@ async def test_both_engines_bound_a_kind_and_purge_every_expired_record(
 
     assert put == [True, True, False] and replaced is True and after_expiry is True
     assert purged == 1 and left == [None, "{}"]
+
+
+async def test_concurrent_sign_in_starts_on_postgres_never_pass_the_bound_together(postgres_url: str) -> None:
+    """Ten rounds of 40 starts at once over 10 connections, a bound of 5 each: the count and the insert
+    of one start are one step for every other (the kind's advisory lock), so exactly 5 are kept."""
+    database = await open_database(postgres_url, pool_size=10)
+    try:
+        rounds: list[tuple[int, int]] = []
+        for r in range(10):
+            kind, taken = f"login-{r}", []
+
+            async def start(n: int, kind: str = kind, taken: list[bool] = taken) -> None:
+                taken.append(await database.put_record_bounded(kind, f"id{n}", "{}", 100.0, 0.0, 5))
+
+            async with anyio.create_task_group() as group:
+                for n in range(40):
+                    group.start_soon(start, n)
+            kept = [await database.get_record(kind, f"id{n}", 0.0) for n in range(40)]
+            rounds.append((taken.count(True), sum(record is not None for record in kept)))
+    finally:
+        await database.close()
+
+    assert rounds == [(5, 5)] * 10
