@@ -2,14 +2,15 @@
 the card store's database holds is searched for every secret the flow handled.
 
 ``serve``'s own app (``build_app``, as ``tests.maya_tools.auth.served`` runs it) with the real test
-provider as the issuer: a person signs in in a browser, connects a Door token on ``/connect``, opens an
-approval link in a browser not yet signed in, signs in there and approves, an Apps client decides a
-card with its ``_meta`` secret, and MCP sessions are opened with the person's access token, in both
-protocol generations. The secrets are what the browsers, clients and the sign-in's own HTTP client
+provider as the issuer: a person signs in in a browser and connects a Door token on ``/connect``;
+another, with no Door token, is sent a ``/connect?for=<id>`` link, opens it signed out, signs in and
+connects; an approval link is opened in a browser not yet signed in, signed in there and approved; an
+Apps client decides a card with its ``_meta`` secret; MCP sessions are opened with each person's
+access token; in both protocol generations. The secrets are what the browsers, clients and the sign-in's own HTTP client
 saw: link and app secrets, the Door token, authorization codes, ``state`` and ``nonce``, the PKCE
 verifiers the server sent to the token endpoint, the ID and access tokens, every cookie's value and
-the MCP session ids. The store is a SQLite file (its bytes, with any ``-wal``/``-journal`` beside
-it) or a PostgreSQL schema (every row of every table, as text); neither holds any of them.
+the MCP session ids, the connect request's id. The store is a SQLite file (its bytes, with any
+``-wal``/``-journal`` beside it) or a PostgreSQL schema (every row of every table, as text); neither holds any of them.
 """
 
 from __future__ import annotations
