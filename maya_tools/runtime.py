@@ -385,8 +385,11 @@ async def _open_oauth(runtime: Runtime, http: httpx2.AsyncClient) -> None:
         token_types=settings.oauth_token_types,
         keys=keys,
     )
+    from maya_tools.auth.pages import FormTokens
+
+    credential_keys = parse_credential_keys(settings.credential_key)
     runtime.credentials = await open_credentials(
-        settings.card_store, parse_credential_keys(settings.credential_key), pool_size=settings.store_pool_size
+        settings.card_store, credential_keys, pool_size=settings.store_pool_size
     )
     runtime.sign_in = BrowserSignIn(
         keys=keys,
@@ -398,6 +401,7 @@ async def _open_oauth(runtime: Runtime, http: httpx2.AsyncClient) -> None:
         session_seconds=settings.session_seconds,
         name_claims=settings.oauth_name_claims,
         keep_claims=settings.policy.claims if settings.policy is not None else (),
+        form_tokens=FormTokens.derived(credential_keys),  # every replica makes and checks the same tokens
     )
     runtime.connect_requests = ConnectRequests(runtime.credentials.database, settled=runtime.links.settled)
 
@@ -413,13 +417,19 @@ async def _sweep(runtime: Runtime) -> None:
     """
     while True:
         try:
-            await runtime.service.expire_due()
-            # Each card as its owner (``maya_tools.owner_doors``), never with the server's own DOOR_TOKEN.
-            for card in await runtime.service.settle_orphans():
-                logger.warning(
-                    "Card %s was left executing by a stopped server; settled as %s.", card.id, card.status.value
-                )
+            await sweep_once(runtime)
         except Exception:  # a sweep must never take the server down; the next one tries again
             logger.exception("sweeping the card store failed")
         runtime.swept.set()
         await anyio.sleep(runtime.settings.sweep_seconds)
+
+
+async def sweep_once(runtime: Runtime) -> None:
+    """One sweep: expired cards closed, orphaned executing cards settled, and under OAuth the expired
+    browser records (pending sign-ins, sessions, connect requests) deleted."""
+    await runtime.service.expire_due()
+    # Each card as its owner (``maya_tools.owner_doors``), never with the server's own DOOR_TOKEN.
+    for card in await runtime.service.settle_orphans():
+        logger.warning("Card %s was left executing by a stopped server; settled as %s.", card.id, card.status.value)
+    if runtime.sign_in is not None:
+        await runtime.sign_in.purge()

@@ -5,14 +5,24 @@ OpenID Connect authorization code flow with PKCE (S256), the server a confidenti
 ``client_secret_basic`` or else ``client_secret_post``, whichever the issuer's metadata offers.
 
 - ``/auth/login?return_to=/path`` starts it. ``return_to`` must be a path on this server (no scheme,
-  host or ``//``: no open redirect). The ``state``, ``nonce`` and PKCE verifier are kept server-side
-  under a random id whose only copy is a short-lived cookie of this browser, so a callback is
-  accepted only in the browser that started it, once (no login CSRF, no replay).
+  host or ``//``: no open redirect). A random login id whose only copy is a short-lived cookie of
+  this browser names the pending sign-in, so a callback is accepted only in the browser that
+  started it, once (no login CSRF, no replay). Nothing secret is kept at rest for it: the ``state``,
+  ``nonce`` and PKCE verifier are derived from the login id (HMAC-SHA256) when needed, and the
+  record under the id's sha256 holds only ``return_to`` sealed (AES-GCM) under a key derived from
+  the id, so a copy of the database opens no approval link or ``/connect?for=`` link. At most
+  ``pending_limit`` sign-ins may be pending at once (10,000 by default): beyond, ``/auth/login``
+  answers 429 with ``Retry-After`` and keeps nothing, rather than evicting someone's sign-in under
+  way. The server's periodic sweep (``purge``) deletes expired records of every kind.
 - ``/auth/callback`` checks ``state`` (and RFC 9207's ``iss``), redeems the code, and verifies the
   ID token: signature by the issuer's published keys (``issuer.IssuerKeys``, an asymmetric
   algorithm only), ``iss``, ``aud`` = our client id (``azp`` too when there are several audiences),
   ``nonce``, ``exp`` and ``iat``. Then it opens a session and goes back to ``return_to``.
 - ``/auth/logout`` (a same-origin POST with the form token) ends the session on every replica.
+
+Every form of a signed-in page (``/connect``, sign-out, the approval page) carries a ``FormTokens``
+token: an HMAC under a server key (derived from ``MAYA_CREDENTIAL_KEY``, so replicas agree) over the
+session id and the form's purpose; only this server computes it, and only for this browser's session.
 
 Sessions are kept server-side, in the card store's database next to the Door tokens, rather than
 in a signed, encrypted cookie: any replica reads them, signing out really ends them (a cookie
@@ -25,10 +35,12 @@ the issuer), ``Secure`` with the ``__Host-`` prefix when the public URL is https
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import json
 import logging
+import os
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -37,6 +49,8 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import httpx2
 import jwt
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from jwt.types import Options
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -44,7 +58,7 @@ from starlette.routing import Route
 
 from maya_tools.auth.errors import AuthError
 from maya_tools.auth.issuer import IssuerKeys
-from maya_tools.auth.pages import HEADERS, origin_of, page, read_form, same_origin
+from maya_tools.auth.pages import HEADERS, FormTokens, origin_of, page, read_form, same_origin
 from maya_tools.auth.storage import AuthDatabase
 from maya_tools.auth.tokens import KEY_TYPES, NAME_CLAIMS, Principal, display_name, kept_claims, key_fits
 
@@ -53,10 +67,14 @@ logger = logging.getLogger(__name__)
 SESSION_SECONDS = 15 * 60
 LOGIN_SECONDS = 10 * 60
 """How long a started sign-in may take before its callback is refused."""
+PENDING_LIMIT = 10_000
+"""How many sign-ins may be pending at once: beyond, ``/auth/login`` answers 429 (try again shortly)."""
 LEEWAY = 30.0
 SCOPES: tuple[str, ...] = ("openid", "email", "profile")
 LOGIN_PATH, CALLBACK_PATH, LOGOUT_PATH = "/auth/login", "/auth/callback", "/auth/logout"
 SESSION, LOGIN = "session", "login"  # kinds of record in ``maya_web_records``
+SESSION_FORMS = "session"
+"""The purpose of the form token of ``/connect`` and sign-out (the approval page's names its card)."""
 TokenAuth = Literal["client_secret_basic", "client_secret_post"]
 
 _ID_TOKEN: Options = {
@@ -93,6 +111,34 @@ def safe_return(value: str | None) -> str | None:
     return value
 
 
+def derived(login_id: str, label: str) -> str:
+    """A value of the pending sign-in (``state``, ``nonce``, PKCE verifier), computed from the login id
+    only this browser's cookie holds: never stored. 43 base64url characters (RFC 7636's least)."""
+    mac = hmac.new(login_id.encode(), f"maya-tools sign-in {label}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+
+
+def _return_key(login_id: str) -> AESGCM:
+    return AESGCM(hmac.new(login_id.encode(), b"maya-tools sign-in return_to", hashlib.sha256).digest())
+
+
+def seal_return(login_id: str, return_to: str) -> str:
+    """``return_to`` sealed under a key derived from the login id: what the pending record keeps."""
+    nonce = os.urandom(12)
+    sealed = _return_key(login_id).encrypt(nonce, return_to.encode(), digest(login_id).encode())
+    return base64.urlsafe_b64encode(nonce + sealed).decode()
+
+
+def open_return(login_id: str, sealed: str) -> str | None:
+    """The ``return_to`` of a pending record, or None when it does not open with this login id."""
+    try:
+        raw = base64.urlsafe_b64decode(sealed.encode())
+        plain = _return_key(login_id).decrypt(raw[:12], raw[12:], digest(login_id).encode())
+    except (InvalidTag, ValueError, binascii.Error):
+        return None
+    return plain.decode()
+
+
 def _basic(client_id: str, secret: str) -> str:
     """RFC 6749 §2.3.1: both parts form-urlencoded before they are joined and base64-encoded."""
     pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}"
@@ -116,6 +162,8 @@ class BrowserSignIn:
         name_claims: Sequence[str] = NAME_CLAIMS,
         keep_claims: Sequence[str] = (),
         token_auth: TokenAuth | None = None,
+        form_tokens: FormTokens | None = None,
+        pending_limit: int = PENDING_LIMIT,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if not client_id or not client_secret:
@@ -140,6 +188,9 @@ class BrowserSignIn:
         self.token_auth = token_auth
         """How the client authenticates at the token endpoint: the method it was registered with, or
         None to take ``client_secret_basic`` or else ``client_secret_post`` from the issuer's metadata."""
+        self.form_tokens = form_tokens or FormTokens.random()
+        """The forms' key: ``serve`` derives it from ``MAYA_CREDENTIAL_KEY`` so every replica agrees."""
+        self.pending_limit = pending_limit
         self._database = database
         self._clock = clock
 
@@ -168,16 +219,20 @@ class BrowserSignIn:
         back = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return RedirectResponse(f"{LOGIN_PATH}?{urlencode({'return_to': back})}", status_code=303, headers=HEADERS)
 
-    def form_token(self, request: Request) -> str | None:
-        """The token a form of the signed-in session carries back (a cross-site post cannot know it)."""
+    def form_token(self, request: Request, purpose: str = SESSION_FORMS) -> str | None:
+        """The token a form of this browser's session carries back for ``purpose``: computed by the
+        server alone, so neither a cross-site post nor someone holding a link knows it."""
         session_id = request.cookies.get(self.session_cookie)
         if not session_id:
             return None
-        return hmac.new(session_id.encode(), b"maya-tools browser form", hashlib.sha256).hexdigest()
+        return self.form_tokens.token(session_id, purpose)
 
-    def form_token_ok(self, request: Request, given: str | None) -> bool:
-        expected = self.form_token(request)
-        return expected is not None and given is not None and hmac.compare_digest(given.encode(), expected.encode())
+    def form_token_ok(self, request: Request, given: str | None, purpose: str = SESSION_FORMS) -> bool:
+        return self.form_tokens.check(request.cookies.get(self.session_cookie), purpose, given)
+
+    async def purge(self) -> int:
+        """Delete every expired record (pending sign-ins, sessions, connect requests): the sweep's part."""
+        return await self._database.purge_records(self._clock())
 
     def same_origin(self, request: Request) -> bool:
         return same_origin(request, self.origin)
@@ -205,12 +260,24 @@ class BrowserSignIn:
                 message="The identity provider cannot be reached right now; nothing changed. Try again in a minute.",
                 again=None,
             )
-        login_id, state, nonce = secrets.token_urlsafe(32), secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-        verifier = secrets.token_urlsafe(64)
+        login_id = secrets.token_urlsafe(32)
+        state, nonce, verifier = (derived(login_id, label) for label in ("state", "nonce", "verifier"))
         challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
         now = self._clock()
-        pending = {"state": state, "nonce": nonce, "verifier": verifier, "return_to": return_to}
-        await self._database.put_record(LOGIN, digest(login_id), json.dumps(pending), now + LOGIN_SECONDS, now)
+        pending = json.dumps({"return_to": seal_return(login_id, return_to)})
+        if not await self._database.put_record_bounded(
+            LOGIN, digest(login_id), pending, now + LOGIN_SECONDS, now, self.pending_limit
+        ):
+            logger.warning("browser sign-in refused: %d sign-ins are already pending", self.pending_limit)
+            return page(
+                "signin.html.j2",
+                status_code=429,
+                headers={"Retry-After": "60"},
+                view="error",
+                message="Too many sign-ins are under way on this server right now; nothing was kept. "
+                "Try again in a minute.",
+                again=f"{LOGIN_PATH}?{urlencode({'return_to': return_to})}",
+            )
         params = {
             "response_type": "code",
             "client_id": self.client_id,
@@ -234,13 +301,16 @@ class BrowserSignIn:
         if login_id:
             pending_text = await self._database.take_record(LOGIN, digest(login_id), self._clock())
         try:
-            if pending_text is None:
+            if pending_text is None or login_id is None:
                 raise SignInFailed(
                     "This sign-in was not started in this browser, was already used, or took longer than "
                     f"{LOGIN_SECONDS // 60} minutes. Start again."
                 )
-            pending: dict[str, str] = json.loads(pending_text)
-            again = f"{LOGIN_PATH}?{urlencode({'return_to': pending['return_to']})}"
+            return_to = open_return(login_id, str(json.loads(pending_text).get("return_to", "")))
+            if return_to is None:
+                raise SignInFailed("This sign-in's record does not open with this browser's cookie. Start again.")
+            again = f"{LOGIN_PATH}?{urlencode({'return_to': return_to})}"
+            pending = {name: derived(login_id, name) for name in ("state", "nonce", "verifier")}
             try:
                 principal = await self._complete(request, pending)
             except AuthError as error:  # the issuer's keys: unavailable, or none with the token's kid
@@ -260,7 +330,7 @@ class BrowserSignIn:
             SESSION, digest(session_id), principal.model_dump_json(), now + self.session_seconds, now
         )
         logger.info("browser session opened for %s (%s)", principal.name or principal.subject[:80], self.issuer)
-        back = RedirectResponse(pending["return_to"], status_code=303, headers=HEADERS)
+        back = RedirectResponse(return_to, status_code=303, headers=HEADERS)
         self._clear_cookie(back, self.login_cookie)
         self._set_cookie(back, self.session_cookie, session_id, int(self.session_seconds))
         return back

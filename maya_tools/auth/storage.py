@@ -97,6 +97,17 @@ class AuthDatabase(Protocol):
         """Save a record (replacing one with the same id) and drop the expired records of ``kind``."""
         ...
 
+    async def put_record_bounded(
+        self, kind: str, id_hash: str, data: str, expires_at: float, now: float, limit: int
+    ) -> bool:
+        """Like ``put_record``, in one transaction, only while fewer than ``limit`` unexpired records of
+        ``kind`` exist: False (nothing written) when ``limit`` are already there."""
+        ...
+
+    async def purge_records(self, now: float) -> int:
+        """Delete the records of every kind that have expired at ``now``; how many were deleted."""
+        ...
+
     async def get_record(self, kind: str, id_hash: str, now: float) -> str | None:
         """The record's data, if it exists and has not expired at ``now``."""
         ...
@@ -190,6 +201,32 @@ class SqliteAuthDatabase:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    async def put_record_bounded(
+        self, kind: str, id_hash: str, data: str, expires_at: float, now: float, limit: int
+    ) -> bool:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM maya_web_records WHERE kind = ? AND expires_at <= ?", (kind, now))
+                (count,) = self._db.execute(
+                    "SELECT count(*) FROM maya_web_records WHERE kind = ? AND id_hash <> ?", (kind, id_hash)
+                ).fetchone()
+                if count < limit:
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO maya_web_records (kind, id_hash, data, expires_at) VALUES (?, ?, ?, ?)",
+                        (kind, id_hash, data, expires_at),
+                    )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        return bool(count < limit)
+
+    async def purge_records(self, now: float) -> int:
+        with self._lock:
+            cursor = self._db.execute("DELETE FROM maya_web_records WHERE expires_at <= ?", (now,))
+        return cursor.rowcount
 
     async def get_record(self, kind: str, id_hash: str, now: float) -> str | None:
         with self._lock:

@@ -43,6 +43,9 @@ CREATE INDEX IF NOT EXISTS maya_web_records_due ON maya_web_records (kind, expir
 SCHEMA_LOCK = 0x6D617961_61757468  # "maya" "auth"
 """Replicas starting at once take this lock, so the tables are created once."""
 
+RECORDS_LOCK = 0x6D617961  # "maya": with the kind's hash, the lock of a bounded write of that kind
+"""Held by ``put_record_bounded`` until its transaction ends."""
+
 Pool = AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]]
 
 
@@ -148,6 +151,31 @@ class PostgresAuthDatabase:
                 "ON CONFLICT (kind, id_hash) DO UPDATE SET data = excluded.data, expires_at = excluded.expires_at",
                 (kind, id_hash, data, expires_at),
             )
+
+    async def put_record_bounded(
+        self, kind: str, id_hash: str, data: str, expires_at: float, now: float, limit: int
+    ) -> bool:
+        async with self._pool.connection() as conn, conn.transaction():
+            # One writer of ``kind`` at a time (until commit), so concurrent starts cannot pass the bound together.
+            await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (RECORDS_LOCK, kind))
+            await conn.execute("DELETE FROM maya_web_records WHERE kind = %s AND expires_at <= %s", (kind, now))
+            cursor = await conn.execute(
+                "SELECT count(*) FROM maya_web_records WHERE kind = %s AND id_hash <> %s", (kind, id_hash)
+            )
+            found = await cursor.fetchone()
+            if found is None or int(found[0]) >= limit:
+                return False
+            await conn.execute(
+                "INSERT INTO maya_web_records (kind, id_hash, data, expires_at) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (kind, id_hash) DO UPDATE SET data = excluded.data, expires_at = excluded.expires_at",
+                (kind, id_hash, data, expires_at),
+            )
+            return True
+
+    async def purge_records(self, now: float) -> int:
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute("DELETE FROM maya_web_records WHERE expires_at <= %s", (now,))
+            return cursor.rowcount
 
     async def get_record(self, kind: str, id_hash: str, now: float) -> str | None:
         async with self._pool.connection() as conn:

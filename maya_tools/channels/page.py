@@ -24,9 +24,15 @@ HTML form POST, no JavaScript. What keeps the page safe:
   ``MAYA_REPLICA`` adds ``?via=<name>`` and the balancer routes it home (docs/deploy.md); any other
   replica answers that the link belongs elsewhere and leaves it usable. Over stdio the page is on
   127.0.0.1 for the one person whose server it is; the link's secret is what guards it there.
-- A POST must carry the link's form token and, when the browser sends them, an ``Origin`` equal
+- A POST must carry the page's form token and, when the browser sends them, an ``Origin`` equal
   to the page's own and a ``Sec-Fetch-Site`` of same-origin; the ``Host`` must be the one the link
-  names. Anything else changes nothing and leaves the link usable.
+  names. Anything else changes nothing and leaves the link usable. The form token is bound to the
+  browser the page was shown in, not to the link (``pages.FormTokens``): an HMAC under a server key
+  over the browser's id and the card id. Under OAuth the id is the browser's sign-in session and the
+  key is derived from ``MAYA_CREDENTIAL_KEY`` (any replica checks it); without OAuth it is a random
+  ``maya-page`` cookie the page's GET sets (``HttpOnly``, ``SameSite=Strict``, for this card's path
+  only) and the key is this process's own (the process that sent the link decides it). Holding the
+  link is not enough to post the form from another browser.
 - A plan card (``change_pool_tier``) runs its steps after the approval, for up to the plan's
   deadlines, so its POST does not wait for the plan: the plan runs in the server's task group and
   the answer, once the approval is recorded, is the card's progress view,
@@ -71,7 +77,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from confirmation_cards import ApprovalRefused, Approver, Card, CardNotFound, CardStatus, lifecycle, token_fingerprint
 from confirmation_cards.approvals import requester_of
 from confirmation_cards.render import environment
-from maya_tools.auth.pages import HEADERS, read_form, same_origin
+from maya_tools.auth.pages import HEADERS, FormTokens, read_form, same_origin
 from maya_tools.channels.waiting import refused_here, waiting_for
 from maya_tools.runtime import Runtime
 
@@ -92,9 +98,13 @@ def link_hash(card: Card, secret: str) -> str:
     return hashlib.sha256(f"{card.id}\n{card.principal or ''}\n{secret}".encode()).hexdigest()
 
 
-def form_token(secret: str) -> str:
-    """The per-link token the page's form carries back (a cross-site POST cannot know it)."""
-    return hmac.new(secret.encode(), b"maya-tools approval form", hashlib.sha256).hexdigest()
+PAGE_COOKIE = "maya-page"
+"""Without OAuth, the browser's id the form token is bound to (with OAuth, its sign-in session)."""
+
+
+def form_purpose(card_id: str) -> str:
+    """What the approval page's form token is for: deciding this card."""
+    return f"approve {card_id}"
 
 
 @dataclass(frozen=True)
@@ -153,6 +163,8 @@ class ApprovalPages:
         self.app: ASGIApp = PageHeaders(pages)
         """Everything under ``PATH``: the page's route, and the page's own answer to anything else."""
         self._asked: dict[str, _Asked] = {}
+        self._forms = FormTokens.random()
+        """Without OAuth, the key of the form tokens: this process's own, as the link is decided here."""
         self._following: dict[str, str] = {}
         """Card id → the spent link's hash, for the plans this process took the approval of."""
         self._lock = anyio.Lock()
@@ -233,17 +245,17 @@ class ApprovalPages:
         if request.method in ("GET", "HEAD"):
             if waiting is not None:  # the team's policy waits for other people: no Approve here (issue 28)
                 reason = refused_here(runtime, card, waiting)
-                return _answer(card, "waiting", form=form_token(secret), reason=reason, status_code=403)
-            return _answer(card, "ask", form=form_token(secret))
+                return self._ask(runtime, request, card, "waiting", reason=reason, status_code=403)
+            return self._ask(runtime, request, card)
         form = await read_form(request, FORM_BODY_LIMIT)
-        if form is None or not self._same_site(request) or not _equal(form.get("csrf"), form_token(secret)):
+        if form is None or not self._same_site(request) or not self._form_ok(runtime, request, card, form.get("csrf")):
             return _answer(None, "refused", status_code=403)
         choice = form.get("decision")
         if choice not in ("approve", "decline"):
             return _answer(None, "refused", status_code=400)
         if choice == "approve" and waiting is not None:
             reason = refused_here(runtime, card, waiting)
-            return _answer(card, "waiting", form=form_token(secret), reason=reason, status_code=403)
+            return self._ask(runtime, request, card, "waiting", reason=reason, status_code=403)
         asked = self._asked.get(card.id)
         if owner is not None:
             token = await runtime.credentials.get(owner) if runtime.credentials is not None else None
@@ -279,6 +291,36 @@ class ApprovalPages:
         finally:
             runtime.links.settled(card.id)  # the call that sent the link waits for this (channels.link_wait)
         return _answer(done, "done")
+
+    def _ask(
+        self,
+        runtime: Runtime,
+        request: Request,
+        card: Card,
+        view: str = "ask",
+        *,
+        reason: str = "",
+        status_code: int = 200,
+    ) -> Response:
+        """The card and its form (Approve and Decline, or only Decline while it ``waiting``s for other
+        people), whose token names this browser (its session, or a new page cookie)."""
+        purpose = form_purpose(card.id)
+        if runtime.sign_in is not None:
+            form = runtime.sign_in.form_token(request, purpose) or ""
+            return _answer(card, view, form=form, reason=reason, status_code=status_code)
+        browser = request.cookies.get(PAGE_COOKIE) or secrets.token_urlsafe(32)
+        response = _answer(card, view, form=self._forms.token(browser, purpose), reason=reason, status_code=status_code)
+        secure = (self.base_url or "").startswith("https://")
+        response.set_cookie(
+            PAGE_COOKIE, browser, path=f"{PATH}/{card.id}", secure=secure, httponly=True, samesite="strict"
+        )
+        return response
+
+    def _form_ok(self, runtime: Runtime, request: Request, card: Card, given: str | None) -> bool:
+        """Whether ``given`` is the form token this server made for this browser and this card."""
+        if runtime.sign_in is not None:
+            return runtime.sign_in.form_token_ok(request, given, form_purpose(card.id))
+        return self._forms.check(request.cookies.get(PAGE_COOKIE), form_purpose(card.id), given)
 
     async def _run_plan(self, runtime: Runtime, card: Card, approver: str, token: str, person: Approver) -> Card:
         """Approve a plan card in the server's task group; the card once its first step is under way
@@ -327,8 +369,8 @@ class ApprovalPages:
             owner = await runtime.sign_in.signed_in(request)
             if owner is None:
                 return runtime.sign_in.login_redirect(request)
-            if owner.key != card.principal:
-                return _answer(None, "someone_else", status_code=403)
+            if owner.key != card.principal:  # someone else learns not even that the plan exists
+                return _answer(None, "not_followed", status_code=404)
         return self._progress_answer(request, card)
 
     def _progress_answer(self, request: Request, card: Card) -> HTMLResponse:

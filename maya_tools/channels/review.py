@@ -132,14 +132,15 @@ class ReviewPages:
         reason = why_not(card, person)
         if reason is not None:
             return _review(view="refused", status_code=403, reason=reason)
-        form = self.sign_in.form_token(request) or ""
+        purpose = f"review {card.id}"  # a token for this card's form in this browser session only
+        form = self.sign_in.form_token(request, purpose) or ""
         if request.method in ("GET", "HEAD"):
             return _card(card, "ask" if card.status is CardStatus.PENDING else "done", form=form)
         posted = await read_form(request, FORM_BODY_LIMIT)
         if (
             posted is None
             or not self.sign_in.same_origin(request)
-            or not self.sign_in.form_token_ok(request, posted.get("csrf"))
+            or not self.sign_in.form_token_ok(request, posted.get("csrf"), purpose)
         ):
             reason = "This form post did not come from this server's own review page; nothing was changed."
             return _review(view="refused", status_code=403, reason=reason)

@@ -55,12 +55,12 @@ def every_kind_of_request(url: str, token: str) -> list[Request]:
     ]
 
 
-async def ask_all(requests: list[Request]) -> list[tuple[str, str, int, dict[str, str]]]:
+async def ask_all(requests: list[Request], http: httpx2.AsyncClient) -> list[tuple[str, str, int, dict[str, str]]]:
+    """Every request from ``http``, the browser the page's form token was made for (its cookie)."""
     seen = []
-    async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
-        for method, url, kwargs, _ in requests:
-            answer = await http.request(method, url, **kwargs)
-            seen.append((method, url, answer.status_code, {k: answer.headers.get(k, "") for k in HEADERS}))
+    for method, url, kwargs, _ in requests:
+        answer = await http.request(method, url, **kwargs)
+        seen.append((method, url, answer.status_code, {k: answer.headers.get(k, "") for k in HEADERS}))
     return seen
 
 
@@ -70,14 +70,13 @@ def check(requests: list[Request], seen: list[tuple[str, str, int, dict[str, str
     assert wrong == [], "answers without the page's headers"
 
 
-async def link_and_token(make_client: Callable[[Browser], UrlOnlyClient]) -> tuple[str, str]:
+async def link_and_token(make_client: Callable[[Browser], UrlOnlyClient], http: httpx2.AsyncClient) -> tuple[str, str]:
     browser = Browser()
     async with make_client(browser) as client:
         result = await client.call_tool(*SCALE)
     assert result.structured_content is not None and result.structured_content["status"] == "pending"
     [url] = browser.urls
-    async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as http:
-        return url, form_token((await http.get(url)).text)
+    return url, form_token((await http.get(url)).text)
 
 
 async def test_every_answer_of_the_stdio_page_server_has_the_pages_headers(server: MCPServer[Any]) -> None:
@@ -95,7 +94,7 @@ async def test_every_answer_of_the_stdio_page_server_has_the_pages_headers(serve
         await client.call_tool(*SCALE)  # asked again: a new link, held by this process
         url = browser.urls[-1]
         requests = every_kind_of_request(url, form_token((await http.get(url)).text))
-        seen = await ask_all(requests)
+        seen = await ask_all(requests, http)
     assert elsewhere.status_code == 409 and {k: elsewhere.headers.get(k, "") for k in HEADERS} == HEADERS
     check(requests, seen)
 
@@ -103,16 +102,18 @@ async def test_every_answer_of_the_stdio_page_server_has_the_pages_headers(serve
 @pytest.mark.http
 async def test_every_answer_under_the_prefix_over_streamable_http_has_the_pages_headers(tmp_path: Path) -> None:
     with http_server(tmp_path) as mcp_url:
-        async with httpx2.AsyncClient(
-            verify=verifying_tls(), headers={"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}
-        ) as http:
+        async with (
+            httpx2.AsyncClient(verify=verifying_tls(), headers={"Authorization": f"Bearer {DEMO_ADMIN_TOKEN}"}) as http,
+            httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as page,
+        ):
             url, token = await link_and_token(
                 lambda browser: UrlOnlyClient(
                     streamable_http_client(mcp_url, http_client=http), mode="legacy", elicitation_callback=browser
-                )
+                ),
+                page,
             )
-        requests = every_kind_of_request(url, token)
-        seen = await ask_all(requests)
+            requests = every_kind_of_request(url, token)
+            seen = await ask_all(requests, page)
         async with httpx2.AsyncClient(verify=verifying_tls(), timeout=10) as raw:
             mcp = await raw.post(mcp_url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     check(requests, seen)

@@ -25,6 +25,7 @@ from backend_client.tls import verifying_tls
 from confirmation_cards import Card, lifecycle
 from confirmation_cards.models import CardOwner
 from maya_tools.auth import BrowserSignIn, ConnectPage, ConnectRequests, IssuerKeys, Principal, open_credentials
+from maya_tools.auth.pages import FormTokens
 from maya_tools.channels.page import ApprovalPages
 from maya_tools.runtime import Runtime, open_runtime
 from maya_tools.settings import Settings
@@ -117,6 +118,7 @@ async def open_replica(
         client_secret=client.client_secret,
         public_url=ORIGIN,
         database=credentials.database,
+        form_tokens=FormTokens.derived([key]),  # as serve derives it from MAYA_CREDENTIAL_KEY: replicas agree
     )
     requests = ConnectRequests(credentials.database)
     pages = ApprovalPages(ORIGIN, via=settings.replica)
