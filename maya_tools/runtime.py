@@ -22,6 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from backend_client import DoorClient
 from backend_client.tls import VerifyingTransport, verifying_tls
 from confirmation_cards import ApprovalService, Card, CardStore, Planner, RoleMemory, token_fingerprint
+from confirmation_cards.audit_log import AuditLog
 from confirmation_cards.models import CardOwner
 from confirmation_cards.stores import is_postgres, open_store
 from maya_tools.owner_doors import RuntimeOwners
@@ -259,9 +260,19 @@ async def open_runtime(
     time: DoorTime = WallTime()
     embedded_token: str | None = None
     # The store first: a database that cannot be reached stops the server before it serves anyone.
-    store = await open_store(
-        settings.card_store, pool_size=settings.store_pool_size, connect_seconds=settings.store_connect_seconds
-    )
+    audit_log = None if settings.audit_log is None else AuditLog(settings.audit_log)
+    try:
+        store = await open_store(
+            settings.card_store,
+            pool_size=settings.store_pool_size,
+            connect_seconds=settings.store_connect_seconds,
+            replica=settings.replica,
+            observer=audit_log,
+        )
+    except BaseException:
+        if audit_log is not None:
+            audit_log.close()
+        raise
     if settings.embedded or backend is not None:
         # Imported here only: a server pointed at Door never loads FastAPI or the reference backend.
         from maya_tools.embedded import embed
@@ -309,6 +320,8 @@ async def open_runtime(
             await issuer_http.aclose()
         await http.aclose()
         await store.close()
+        if audit_log is not None:
+            audit_log.close()  # what is queued is written: at most a moment, at shutdown
 
 
 async def _open_oauth(runtime: Runtime, http: httpx2.AsyncClient) -> None:

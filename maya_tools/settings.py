@@ -93,6 +93,8 @@ class Settings:
     credential_key: str | None = field(default=None, repr=False)
     session_seconds: float = 15 * 60.0
     """How long a browser session of ``/connect`` and the approval page lasts."""
+    audit_log: str | None = None
+    """Where every audit row is appended as a JSON line (``MAYA_AUDIT_LOG``: a file, or ``-`` for stderr)."""
 
     @property
     def oauth(self) -> bool:
@@ -121,7 +123,7 @@ class Settings:
         and ``MAYA_PUBLIC_URL`` (behind a load balancer; with OAuth, the resource's base), ``MAYA_OAUTH_ISSUER``,
         ``MAYA_OAUTH_CLIENT_ID``, ``MAYA_OAUTH_CLIENT_SECRET``, ``MAYA_OAUTH_NAME_CLAIM`` (comma-separated,
         first present wins), ``MAYA_ALLOWED_ORIGINS`` (comma-separated), ``MAYA_CREDENTIAL_KEY`` and
-        ``MAYA_SESSION_SECONDS``; keyword overrides win."""
+        ``MAYA_SESSION_SECONDS``, ``MAYA_AUDIT_LOG``; keyword overrides win."""
         env = os.environ if env is None else env
         values: dict[str, object] = {
             "door_api_url": env.get("DOOR_API_URL") or None,
@@ -149,6 +151,7 @@ class Settings:
             "allowed_origins": _names(env.get("MAYA_ALLOWED_ORIGINS")),
             "credential_key": env.get("MAYA_CREDENTIAL_KEY") or None,
             "session_seconds": _number(env, "MAYA_SESSION_SECONDS", 900.0, least=60),
+            "audit_log": env.get("MAYA_AUDIT_LOG") or None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
