@@ -7,6 +7,9 @@ import json
 import logging
 import os
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -164,6 +167,10 @@ async def test_cards_audit_reads_since_a_duration_or_a_date_and_names_the_forms_
         assert (code, declined_by(out)) == (0, expected), since
     soon = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%MZ")
     assert (await cards_audit(["--card-store", location, "--since", soon, "--json"], capsys))[:2] == (0, "")
+    # A time without an offset is UTC, wherever the operator's machine is (here 9 hours ahead of it).
+    with tokyo():
+        naive = (datetime.now(UTC) + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M")
+        assert (await cards_audit(["--card-store", location, "--since", naive, "--json"], capsys))[:2] == (0, "")
 
     code, out, _ = await cards_audit(["--card-store", location, "--since", "7d"], capsys)
     *rows, total = out.splitlines()
@@ -174,10 +181,26 @@ async def test_cards_audit_reads_since_a_duration_or_a_date_and_names_the_forms_
         ("declined", "relabel_node_pool", "payments-prod/workers", "bob"),
     ]
 
-    for bad in ("yesterday", "24", "-3d", "2026-13-01"):
+    for bad in ("yesterday", "24", "24hours", "-3d", "2026-13-01"):
         code, out, err = await cards_audit(["--card-store", location, f"--since={bad}"], capsys)
         assert (code, out) == (2, ""), bad
         assert err.startswith(f"maya-tools cards audit: --since: {bad!r} is not a duration, a date or a time; use 30m,")
+
+
+@contextmanager
+def tokyo() -> Iterator[None]:
+    """The process's local time zone is Asia/Tokyo (UTC+9) meanwhile."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Tokyo"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
 
 
 def audit_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
