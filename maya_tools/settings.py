@@ -94,6 +94,8 @@ class Settings:
     session_seconds: float = 15 * 60.0
     """How long a browser session of ``/connect`` and the approval page lasts."""
     audit_log: str | None = None
+    oauth_clients: tuple[str, ...] = ()
+    """The OAuth clients (an access token's ``client_id``, else ``azp``) allowed on ``/mcp`` (``MAYA_OAUTH_CLIENTS``); empty: any."""
     """Where every audit row is appended as a JSON line (``MAYA_AUDIT_LOG``: a file, or ``-`` for stderr)."""
 
     @property
@@ -123,7 +125,7 @@ class Settings:
         and ``MAYA_PUBLIC_URL`` (behind a load balancer; with OAuth, the resource's base), ``MAYA_OAUTH_ISSUER``,
         ``MAYA_OAUTH_CLIENT_ID``, ``MAYA_OAUTH_CLIENT_SECRET``, ``MAYA_OAUTH_NAME_CLAIM`` (comma-separated,
         first present wins), ``MAYA_ALLOWED_ORIGINS`` (comma-separated), ``MAYA_CREDENTIAL_KEY`` and
-        ``MAYA_SESSION_SECONDS``, ``MAYA_AUDIT_LOG``; keyword overrides win."""
+        ``MAYA_SESSION_SECONDS``, ``MAYA_AUDIT_LOG``, ``MAYA_OAUTH_CLIENTS`` (comma-separated); keyword overrides win."""
         env = os.environ if env is None else env
         values: dict[str, object] = {
             "door_api_url": env.get("DOOR_API_URL") or None,
@@ -152,6 +154,7 @@ class Settings:
             "credential_key": env.get("MAYA_CREDENTIAL_KEY") or None,
             "session_seconds": _number(env, "MAYA_SESSION_SECONDS", 900.0, least=60),
             "audit_log": env.get("MAYA_AUDIT_LOG") or None,
+            "oauth_clients": _names(env.get("MAYA_OAUTH_CLIENTS")),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
@@ -217,6 +220,11 @@ def choose_auth(settings: Settings, transport: str, host: str, auth: str | None 
     for origin in settings.allowed_origins:
         _check_origin(origin)
     if chosen == "door-token":
+        if settings.oauth_clients:
+            raise ConfigError(
+                "MAYA_OAUTH_CLIENTS allows OAuth clients, but this server signs nobody in with OAuth (--auth "
+                f"door-token): set {', '.join(OAUTH_NEEDS)} (serve --auth oauth), or unset MAYA_OAUTH_CLIENTS."
+            )
         if not is_loopback(host):
             raise ConfigError(
                 f"--host {host} is not a loopback address, and without OAuth each caller's bearer would be their Door "
