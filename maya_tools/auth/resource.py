@@ -60,7 +60,7 @@ def metadata_routes(resource: str, issuer: str) -> list[Route]:
     # pointer: the resource is /mcp's (the endpoint is part of it, so the same tokens are for it).
     read_only = Route(route.path + "/read-only", endpoint=route.endpoint, methods=["GET", "OPTIONS"])
     if route.path == METADATA_PATH:
-        return [*routes, read_only]
+        return routes
     return [*routes, read_only, Route(METADATA_PATH, endpoint=route.endpoint, methods=["GET", "OPTIONS"])]
 
 
