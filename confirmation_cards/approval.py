@@ -469,6 +469,7 @@ class ApprovalService(Settling):
             operation_id=result.operation_id,
             rule=result.rule,
             detail=result.message,
+            request_id=result.request_id,
         )
         moved = await self._store.transition(
             card.id,

@@ -247,7 +247,11 @@ class Card(_Own):
 
 
 class AuditEvent(_Own):
-    """One append-only row of a card's history: who did what, when, and what Door answered."""
+    """One append-only row of a card's history: who did what, when, and what Door answered.
+
+    ``status`` is the card's status once the row was written, ``request_id`` Door's id of the answer
+    the row records and ``replica`` the ``MAYA_REPLICA`` of the server that wrote it; rows written
+    before the store kept these have None."""
 
     seq: int
     card_id: str
@@ -258,6 +262,9 @@ class AuditEvent(_Own):
     operation_id: str | None = None
     rule: str | None = None
     detail: str = ""
+    status: CardStatus | None = None
+    request_id: str | None = None
+    replica: str | None = None
 
 
 def token_fingerprint(token: str) -> str:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -362,42 +363,104 @@ def read_tools(server: MayaServer) -> frozenset[str]:
     return frozenset(read - DECIDING_TOOLS)
 
 
-def build_app(server: MayaServer, settings: Settings, *, host: str) -> ASGIApp:
-    """The whole HTTP app of ``serve``: ``/mcp`` (OAuth or door-token, per ``settings.auth``), the
-    approval page, health, and with OAuth the resource metadata, ``/auth/*`` and ``/connect``."""
+class ByPath:
+    """Requests for ``path`` to ``there``; everything else to ``app``."""
+
+    def __init__(self, path: str, there: ASGIApp, app: ASGIApp) -> None:
+        self.path = path
+        self.there = there
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and str(scope.get("path", "")).rstrip("/") == self.path:
+            await self.there(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+class MayaApp:
+    """The ASGI app ``serve`` runs: its lifespan is ``running()``, every other scope goes to ``app``."""
+
+    def __init__(self, app: ASGIApp, servers: tuple[MayaServer, ...]) -> None:
+        self.app = app
+        self.servers = servers
+        """``/mcp``'s server first (its lifespan opens the runtime), then ``/mcp/read-only``'s."""
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Every endpoint's session manager, in order (each can run once per app)."""
+        async with AsyncExitStack() as stack:
+            for server in self.servers:
+                await stack.enter_async_context(server.session_manager.run())
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await Starlette(lifespan=lambda _: self.running())(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def build_app(server: MayaServer, settings: Settings, *, host: str) -> MayaApp:
+    """The whole HTTP app of ``serve``: ``/mcp`` (OAuth or door-token, per ``settings.auth``) and
+    ``/mcp/read-only`` (its read tools only, the same sign-in), the approval page, health, and with
+    OAuth the resource metadata, ``/auth/*`` and ``/connect``."""
     from maya_tools.channels.page import PATH
-    from maya_tools.stream_events import RETRY_MS, KeepSessionEvents, StreamEvents
+    from maya_tools.server import READ_ONLY_PATH, build_read_only_server
 
     def runtime() -> Runtime | None:
         return server.pages.runtime
 
-    events = StreamEvents()  # 2025-11-25 streams resumable with Last-Event-ID, each session's apart
-    sdk_app = server.streamable_http_app(
-        host=host, transport_security=transport_security(settings, host), event_store=events, retry_interval=RETRY_MS
-    )
-    mcp = KeepSessionEvents(sdk_app, events)
+    reader = build_read_only_server(server, settings)
+    mcp = _endpoint(server, settings, host, runtime, "/mcp")
+    read_only = _endpoint(reader, settings, host, runtime, READ_ONLY_PATH)
+    guarded: ASGIApp = ByPath(READ_ONLY_PATH, read_only, mcp)
     open_app: ASGIApp | None = None
     if settings.oauth:
-        from maya_tools.auth.resource import metadata_routes, principal_of, protect
+        from maya_tools.auth.resource import metadata_routes
 
         assert settings.resource_url is not None and settings.oauth_issuer is not None
-
-        def owner(scope: Scope) -> str:
-            person = principal_of(scope)
-            return "" if person is None else person.key
-
-        guarded = protect(
-            JsonRpcBodies(BindSessions(DoorTokens(mcp, runtime), limit=SESSION_OWNERS, principal=owner)),
-            verifier=RuntimeVerifier(runtime),
-            resource=settings.resource_url,
-            read_tools=read_tools(server),
-        )
         open_app = OpenPaths(
             Starlette(routes=metadata_routes(settings.resource_url, settings.oauth_issuer)), AuthPages(runtime)
         )
-    else:
-        guarded = RequireBearer(JsonRpcBodies(BindSessions(mcp, limit=SESSION_OWNERS)))
     if settings.allowed_origins:
         guarded = BrowserOrigins(guarded, settings.allowed_origins)
     health = health_app(runtime)
-    return PagesFirst(server.pages.app, guarded, prefix=PATH, health=health, open_app=open_app, open_paths=OAUTH_PATHS)
+    pages = PagesFirst(server.pages.app, guarded, prefix=PATH, health=health, open_app=open_app, open_paths=OAUTH_PATHS)
+    return MayaApp(pages, (server, reader))
+
+
+def _endpoint(
+    server: MayaServer, settings: Settings, host: str, runtime: Callable[[], Runtime | None], path: str
+) -> ASGIApp:
+    """One MCP endpoint at ``path``: ``server``'s streamable HTTP app behind the bearer check (OAuth,
+    the scopes its tools need, the allowed clients; or the caller's Door token), sessions bound to their principal."""
+    from maya_tools.stream_events import RETRY_MS, KeepSessionEvents, StreamEvents
+
+    events = StreamEvents()  # 2025-11-25 streams resumable with Last-Event-ID, each session's apart
+    sdk_app = server.streamable_http_app(
+        streamable_http_path=path,
+        host=host,
+        transport_security=transport_security(settings, host),
+        event_store=events,
+        retry_interval=RETRY_MS,
+    )
+    mcp = KeepSessionEvents(sdk_app, events)
+    if not settings.oauth:
+        return RequireBearer(JsonRpcBodies(BindSessions(mcp, limit=SESSION_OWNERS)))
+    from maya_tools.auth.resource import principal_of, protect
+
+    assert settings.resource_url is not None
+
+    def owner(scope: Scope) -> str:
+        person = principal_of(scope)
+        return "" if person is None else person.key
+
+    return protect(
+        JsonRpcBodies(BindSessions(DoorTokens(mcp, runtime), limit=SESSION_OWNERS, principal=owner)),
+        verifier=RuntimeVerifier(runtime),
+        resource=settings.resource_url,
+        read_tools=read_tools(server),
+        every_call_reads=path != "/mcp",
+        clients=settings.oauth_clients,
+    )

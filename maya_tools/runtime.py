@@ -23,6 +23,7 @@ from backend_client import DoorClient
 from backend_client.tls import VerifyingTransport, verifying_tls
 from confirmation_cards import ApprovalService, Card, CardStore, Planner, RoleMemory, token_fingerprint
 from confirmation_cards.approvals import Approver
+from confirmation_cards.audit_log import AuditLog
 from confirmation_cards.models import CardOwner
 from confirmation_cards.stores import is_postgres, open_store
 from maya_tools.channels.link_wait import LinkSignals
@@ -301,9 +302,19 @@ async def open_runtime(
     time: DoorTime = WallTime()
     embedded_token: str | None = None
     # The store first: a database that cannot be reached stops the server before it serves anyone.
-    store = await open_store(
-        settings.card_store, pool_size=settings.store_pool_size, connect_seconds=settings.store_connect_seconds
-    )
+    audit_log = None if settings.audit_log is None else AuditLog(settings.audit_log)
+    try:
+        store = await open_store(
+            settings.card_store,
+            pool_size=settings.store_pool_size,
+            connect_seconds=settings.store_connect_seconds,
+            replica=settings.replica,
+            observer=audit_log,
+        )
+    except BaseException:
+        if audit_log is not None:
+            audit_log.close()
+        raise
     webhook: Webhook | None = None
     if settings.approval_webhook_url is not None:
         from maya_tools.webhook import Webhook, notifying
@@ -359,6 +370,8 @@ async def open_runtime(
             await issuer_http.aclose()
         await http.aclose()
         await store.close()
+        if audit_log is not None:
+            audit_log.close()  # what is queued is written: at most a moment, at shutdown
 
 
 async def _open_oauth(runtime: Runtime, http: httpx2.AsyncClient) -> None:

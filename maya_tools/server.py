@@ -137,12 +137,16 @@ def _tool_from(
 class MayaServer(MCPServer[Runtime]):
     """``MCPServer`` whose refusals of a call, not only of a tool body, say what to do."""
 
-    def __init__(self, *args: Any, read_only: bool = False, pages: ApprovalPages, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, read_only: bool = False, pages: ApprovalPages, unknown_tool_note: str = "", **kwargs: Any
+    ) -> None:
         self.published: set[str] = set()
         """The tools whose schemas ``add_tool`` copied in their published (compact) form (the SDK's
         ``__init__`` adds the extensions' tools)."""
         super().__init__(*args, **kwargs)
         self.read_only = read_only
+        self.unknown_tool_note = unknown_tool_note
+        """Said after an unknown tool's refusal: where this endpoint's missing tools are."""
         self.pages = pages
         """The approval page (URL elicitation); over streamable HTTP, mount ``pages.app`` next to /mcp."""
 
@@ -211,7 +215,8 @@ class MayaServer(MCPServer[Runtime]):
             # Both versions' tools pages name an unknown tool a protocol error, -32602; the SDK's
             # own answer, an isError result, reads as if the tool ran and failed.
             known = ", ".join(t.name for t in self._tool_manager.list_tools() if not app_only(t)) or "none"
-            raise MCPError(code=INVALID_PARAMS, message=UNKNOWN_TOOL.format(name=shown_input(name), known=known))
+            said = UNKNOWN_TOOL.format(name=shown_input(name), known=known) + self.unknown_tool_note
+            raise MCPError(code=INVALID_PARAMS, message=said)
         asked: dict[str, str] = {}
         if context is not None:
             await connected_after_link(runtime_of(context), context)
@@ -400,5 +405,40 @@ def build_server(
     if not settings.read_only:
         changes.register(mcp)
         plans.register(mcp)
+    publish_compact(mcp, published=mcp.published)
+    return mcp
+
+
+READ_ONLY_PATH = "/mcp/read-only"
+READ_ONLY_NOTE = (
+    f" This endpoint, {READ_ONLY_PATH}, serves only the read tools and changes nothing; change tools are on /mcp."
+)
+
+
+def build_read_only_server(main: MayaServer, settings: Settings) -> MayaServer:
+    """The read tools of ``main``, for ``/mcp/read-only``: only tools annotated read-only are registered
+    (as ``MAYA_READ_ONLY`` does), so a change tool there is an unknown tool. It shares ``main``'s runtime
+    (card store, Door client, sign-in), which ``main``'s lifespan opens: enter that one first."""
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[Runtime]:
+        runtime = main.pages.runtime
+        if runtime is None:
+            raise RuntimeError("the read-only endpoint starts after /mcp, whose lifespan opens the runtime")
+        yield runtime
+
+    mcp = MayaServer(
+        "maya-tools",
+        extensions=[],
+        version=VERSION,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        request_state_security=request_state_security(settings),
+        pages=main.pages,
+        unknown_tool_note=READ_ONLY_NOTE,
+    )
+    read.register(mcp)
+    cards.register(mcp)
+    mcp_prompts.register(mcp)
     publish_compact(mcp, published=mcp.published)
     return mcp

@@ -106,6 +106,10 @@ class Settings:
     """The parsed policy (``maya_tools.policy.with_policy`` reads ``policy_file``), or one given directly."""
     approval_webhook_url: str | None = field(default=None, repr=False)  # a webhook URL often holds a secret
     """``MAYA_APPROVAL_WEBHOOK_URL``: told when a card starts waiting for approvers and when it is decided."""
+    audit_log: str | None = None
+    """Where every audit row is appended as a JSON line (``MAYA_AUDIT_LOG``: a file, or ``-`` for stderr)."""
+    oauth_clients: tuple[str, ...] = ()
+    """The OAuth clients (an access token's ``client_id``, else ``azp``) allowed on ``/mcp`` (``MAYA_OAUTH_CLIENTS``); empty: any."""
 
     @property
     def oauth(self) -> bool:
@@ -135,8 +139,8 @@ class Settings:
         and ``MAYA_PUBLIC_URL`` (behind a load balancer; with OAuth, the resource's base), ``MAYA_OAUTH_ISSUER``,
         ``MAYA_OAUTH_CLIENT_ID``, ``MAYA_OAUTH_CLIENT_SECRET``, ``MAYA_OAUTH_NAME_CLAIM`` (comma-separated,
         first present wins), ``MAYA_ALLOWED_ORIGINS`` (comma-separated), ``MAYA_CREDENTIAL_KEY``,
-        ``MAYA_SESSION_SECONDS``, ``MAYA_POLICY`` (the policy file's path) and ``MAYA_APPROVAL_WEBHOOK_URL``
-        (docs/policy.md); keyword overrides win."""
+        ``MAYA_SESSION_SECONDS``, ``MAYA_POLICY`` (the policy file's path), ``MAYA_APPROVAL_WEBHOOK_URL``
+        (docs/policy.md), ``MAYA_AUDIT_LOG`` and ``MAYA_OAUTH_CLIENTS`` (comma-separated); keyword overrides win."""
         env = os.environ if env is None else env
         values: dict[str, object] = {
             "door_api_url": env.get("DOOR_API_URL") or None,
@@ -167,6 +171,8 @@ class Settings:
             "session_seconds": _number(env, "MAYA_SESSION_SECONDS", 900.0, least=60),
             "policy_file": env.get("MAYA_POLICY") or None,
             "approval_webhook_url": _webhook(env.get("MAYA_APPROVAL_WEBHOOK_URL")),
+            "audit_log": env.get("MAYA_AUDIT_LOG") or None,
+            "oauth_clients": _names(env.get("MAYA_OAUTH_CLIENTS")),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
@@ -232,6 +238,11 @@ def choose_auth(settings: Settings, transport: str, host: str, auth: str | None 
     for origin in settings.allowed_origins:
         _check_origin(origin)
     if chosen == "door-token":
+        if settings.oauth_clients:
+            raise ConfigError(
+                "MAYA_OAUTH_CLIENTS allows OAuth clients, but this server signs nobody in with OAuth (--auth "
+                f"door-token): set {', '.join(OAUTH_NEEDS)} (serve --auth oauth), or unset MAYA_OAUTH_CLIENTS."
+            )
         if not is_loopback(host):
             raise ConfigError(
                 f"--host {host} is not a loopback address, and without OAuth each caller's bearer would be their Door "

@@ -61,6 +61,10 @@ NOT_RUN = {
         "deploy.md",
         "needs your card store (tests/confirmation_cards/test_cards_cli.py runs these on SQLite and PostgreSQL)",
     ),
+    (
+        "audit.md",
+        "needs your card store (tests/confirmation_cards/test_audit_log.py runs these on SQLite and PostgreSQL)",
+    ),
 }
 """Every `# not run: <reason>` block; a new one fails the test until it is listed here."""
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from confirmation_cards.stores.base import AuditEntry, CardStore, Lease
+from confirmation_cards.stores.base import AuditEntry, AuditObserver, CardStore, Lease
 from confirmation_cards.stores.sqlite import SqliteCardStore
 
-__all__ = ["AuditEntry", "CardStore", "Lease", "SqliteCardStore", "is_postgres", "open_store"]
+__all__ = ["AuditEntry", "AuditObserver", "CardStore", "Lease", "SqliteCardStore", "is_postgres", "open_store"]
 
 
 def is_postgres(location: str) -> bool:
@@ -15,12 +15,21 @@ def is_postgres(location: str) -> bool:
     return location.startswith(("postgresql://", "postgres://"))
 
 
-async def open_store(location: str | Path, *, pool_size: int = 10, connect_seconds: float = 30.0) -> CardStore:
+async def open_store(
+    location: str | Path,
+    *,
+    pool_size: int = 10,
+    connect_seconds: float = 30.0,
+    replica: str | None = None,
+    observer: AuditObserver | None = None,
+) -> CardStore:
     """The store ``location`` names: a ``postgresql://`` URL (shared by replicas; its server is waited
     for up to ``connect_seconds``), else a SQLite file or ``":memory:"``. psycopg is imported only for
-    PostgreSQL."""
+    PostgreSQL. Its audit rows record ``replica``; ``observer`` sees each one once committed."""
     if isinstance(location, str) and is_postgres(location):
         from confirmation_cards.stores.postgres import PostgresCardStore
 
-        return await PostgresCardStore.open(location, pool_size=pool_size, connect_seconds=connect_seconds)
-    return SqliteCardStore(location)
+        return await PostgresCardStore.open(
+            location, pool_size=pool_size, connect_seconds=connect_seconds, replica=replica, observer=observer
+        )
+    return SqliteCardStore(location, replica=replica, observer=observer)

@@ -8,7 +8,8 @@ approvals of one card therefore see one ``pending → executing`` and forty-nine
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -37,6 +38,11 @@ class AuditEntry:
     operation_id: str | None = None
     rule: str | None = None
     detail: str = ""
+    request_id: str | None = None
+
+
+AuditObserver = Callable[[AuditEvent, Card], None]
+"""Called with every audit row a store has committed, and the card it belongs to (``confirmation_cards.audit_log``)."""
 
 
 class CardStore(Protocol):
@@ -51,6 +57,10 @@ class CardStore(Protocol):
     async def list(self, status: CardStatus | None = None) -> list[Card]: ...
 
     async def audit(self, card_id: str) -> builtins.list[AuditEvent]: ...
+
+    async def audit_since(self, since: datetime) -> builtins.list[tuple[AuditEvent, Card]]:
+        """Every audit row written at or after ``since``, in sequence order, each with its card."""
+        ...
 
     async def transition(
         self,
@@ -181,3 +191,27 @@ def lease_of(row: tuple[Any, ...] | Any) -> Lease:
     """A lease from a row of (id, executor, lease_until, sending)."""
     until = None if row[2] is None else datetime.fromtimestamp(row[2], UTC)
     return Lease(row[0], row[1], until, bool(row[3]))
+
+
+AUDIT_COLUMNS = (
+    "seq", "card_id", "at", "event", "by", "status_code", "operation_id", "rule", "detail", "status", "request_id", "replica"
+)  # fmt: skip
+"""The audit table's columns, in the order both stores select them."""
+
+logger = logging.getLogger("confirmation_cards.stores")
+
+
+def audit_event(row: Iterable[Any]) -> AuditEvent:
+    """An audit row, selected as ``AUDIT_COLUMNS``, as an ``AuditEvent``."""
+    return AuditEvent.model_validate(dict(zip(AUDIT_COLUMNS, row, strict=True)))
+
+
+def notify(observer: AuditObserver | None, appended: Iterable[tuple[AuditEvent, Card]]) -> None:
+    """Hand committed rows to the observer; whatever it raises is logged and never reaches the card."""
+    if observer is None:
+        return
+    for event, card in appended:
+        try:
+            observer(event, card)
+        except Exception:
+            logger.exception("the audit observer failed on row %s of card %s", event.seq, event.card_id)

@@ -34,74 +34,19 @@ from psycopg_pool import AsyncConnectionPool
 
 from confirmation_cards.models import AuditEvent, Card, CardApproval, CardStatus
 from confirmation_cards.stores.base import (
+    AUDIT_COLUMNS,
     AuditEntry,
+    AuditObserver,
     Lease,
+    audit_event,
     created_entry,
     lease_of,
     moved,
+    notify,
     timestamp,
     with_approval,
 )
-
-MIGRATIONS: tuple[str, ...] = (
-    # 1: cards (with the lease and lookup columns the SQLite store grew in its migrations 1–3),
-    # the audit trail, and the triggers that keep it append-only.
-    """
-    CREATE TABLE maya_cards (
-        id          TEXT PRIMARY KEY,
-        status      TEXT NOT NULL,
-        created_at  DOUBLE PRECISION NOT NULL,
-        expires_at  DOUBLE PRECISION NOT NULL,
-        data        TEXT NOT NULL,
-        principal   TEXT NOT NULL,
-        action      TEXT NOT NULL,
-        digest      TEXT NOT NULL,
-        fingerprint TEXT NOT NULL,
-        executor    TEXT,
-        lease_until DOUBLE PRECISION,
-        sending     BOOLEAN NOT NULL DEFAULT false,
-        link_hash   TEXT
-    );
-    CREATE INDEX maya_cards_lookup ON maya_cards (digest, action, principal, status, created_at);
-    CREATE INDEX maya_cards_due ON maya_cards (status, expires_at);
-    CREATE TABLE maya_audit (
-        seq          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        card_id      TEXT NOT NULL,
-        at           TIMESTAMPTZ NOT NULL,
-        event        TEXT NOT NULL,
-        by           TEXT,
-        status_code  INTEGER,
-        operation_id TEXT,
-        rule         TEXT,
-        detail       TEXT NOT NULL DEFAULT ''
-    );
-    CREATE INDEX maya_audit_card ON maya_audit (card_id, seq);
-    CREATE FUNCTION maya_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        RAISE EXCEPTION 'the audit trail is append-only';
-    END
-    $$;
-    CREATE TRIGGER maya_audit_no_change BEFORE UPDATE OR DELETE ON maya_audit
-        FOR EACH ROW EXECUTE FUNCTION maya_audit_append_only();
-    CREATE TRIGGER maya_audit_no_truncate BEFORE TRUNCATE ON maya_audit
-        FOR EACH STATEMENT EXECUTE FUNCTION maya_audit_append_only();
-    """,
-    # 2: the policy's approvals (MAYA_POLICY), append-only, one per person per card; a card's own
-    # data carries them too (Card.approvals, Card.policy: null on older cards).
-    """
-    CREATE TABLE maya_approvals (
-        card_id   TEXT NOT NULL,
-        principal TEXT NOT NULL,
-        at        TIMESTAMPTZ NOT NULL,
-        data      TEXT NOT NULL,
-        PRIMARY KEY (card_id, principal)
-    );
-    CREATE TRIGGER maya_approvals_no_change BEFORE UPDATE OR DELETE ON maya_approvals
-        FOR EACH ROW EXECUTE FUNCTION maya_audit_append_only();
-    CREATE TRIGGER maya_approvals_no_truncate BEFORE TRUNCATE ON maya_approvals
-        FOR EACH STATEMENT EXECUTE FUNCTION maya_audit_append_only();
-    """,
-)
+from confirmation_cards.stores.postgres_schema import MIGRATIONS
 
 MIGRATION_LOCK = 0x6D617961  # "maya": the advisory lock replicas migrate under
 """Replicas starting at once take this lock, so each migration step runs exactly once."""
@@ -114,7 +59,6 @@ FIND_ASKED = (
     "SELECT data FROM maya_cards WHERE digest = %s AND action = %s AND principal = %s "
     "ORDER BY status = %s DESC, created_at DESC LIMIT 1"
 )
-_AUDIT_COLUMNS = ("seq", "card_id", "at", "event", "by", "status_code", "operation_id", "rule", "detail")
 
 
 class StoreUnavailable(ConnectionError):
@@ -134,12 +78,31 @@ class _Unmoved(Exception):
 class PostgresCardStore:
     """Cards and audit in PostgreSQL; open with ``await PostgresCardStore.open(url, pool_size=…)``."""
 
-    def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]]) -> None:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]],
+        *,
+        replica: str | None = None,
+        observer: AuditObserver | None = None,
+    ) -> None:
         self._pool = pool
+        self._replica = replica
+        self._observer = observer
 
     @classmethod
-    async def open(cls, url: str, *, pool_size: int = 10, connect_seconds: float = 30.0) -> PostgresCardStore:
+    async def open(
+        cls,
+        url: str,
+        *,
+        pool_size: int = 10,
+        connect_seconds: float = 30.0,
+        replica: str | None = None,
+        observer: AuditObserver | None = None,
+    ) -> PostgresCardStore:
         """Connect (waiting up to ``connect_seconds`` for the server), then create or migrate the schema.
+
+        ``replica`` is recorded on every audit row this store writes; ``observer`` is handed each row
+        once its transaction has committed (never one that was rolled back).
 
         Raises ``StoreUnavailable`` naming ``host:port/db`` when no connection is made, and
         ``psycopg.Error`` when a migration fails; a cancelled open closes its pool and stays cancelled."""
@@ -165,7 +128,7 @@ class PostgresCardStore:
             with anyio.CancelScope(shield=True):
                 await pool.close()
             raise
-        store = cls(pool)
+        store = cls(pool, replica=replica, observer=observer)
         try:
             await store.migrate()
         except BaseException:
@@ -216,10 +179,21 @@ class PostgresCardStore:
     async def audit(self, card_id: str) -> builtins.list[AuditEvent]:
         async with self._pool.connection() as conn:
             cursor = await conn.execute(
-                f"SELECT {', '.join(_AUDIT_COLUMNS)} FROM maya_audit WHERE card_id = %s ORDER BY seq", (card_id,)
+                f"SELECT {', '.join(AUDIT_COLUMNS)} FROM maya_audit WHERE card_id = %s ORDER BY seq", (card_id,)
             )
             rows = await cursor.fetchall()
-        return [AuditEvent.model_validate(dict(zip(_AUDIT_COLUMNS, row, strict=True))) for row in rows]
+        return [audit_event(row) for row in rows]
+
+    async def audit_since(self, since: datetime) -> builtins.list[tuple[AuditEvent, Card]]:
+        columns = ", ".join(f"a.{name}" for name in AUDIT_COLUMNS)
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(
+                f"SELECT {columns}, c.data FROM maya_audit a JOIN maya_cards c ON c.id = a.card_id "
+                "WHERE a.at >= %s ORDER BY a.seq",
+                (since.astimezone(UTC),),
+            )
+            rows = await cursor.fetchall()
+        return [(audit_event(row[:-1]), Card.model_validate_json(row[-1])) for row in rows]
 
     async def due(self, now: datetime) -> builtins.list[str]:
         async with self._pool.connection() as conn:
@@ -282,7 +256,8 @@ class PostgresCardStore:
                     card.target_fingerprint,
                 ),
             )
-            await self._append(conn, card.id, created_entry(card))
+            appended = [await self._append(conn, card, created_entry(card))]
+        notify(self._observer, appended)
         return card
 
     async def transition(
@@ -330,7 +305,8 @@ class PostgresCardStore:
                 return None
             after = moved(Card.model_validate_json(row[0]), update, CardStatus.EXECUTING)
             await conn.execute("UPDATE maya_cards SET data = %s WHERE id = %s", (after.model_dump_json(), card_id))
-            await self._append(conn, card_id, entry)
+            appended = [await self._append(conn, after, entry)]
+        notify(self._observer, appended)
         return after
 
     async def mark_sending(self, card_id: str, executor: str) -> bool:
@@ -376,9 +352,10 @@ class PostgresCardStore:
                     (card_id, approval.principal, approval.at.astimezone(UTC), approval.model_dump_json()),
                 )
                 await conn.execute("UPDATE maya_cards SET data = %s WHERE id = %s", (after.model_dump_json(), card_id))
-                await self._append(conn, card_id, entry)
+                appended = [await self._append(conn, after, entry)]
         except (_Unmoved, psycopg.errors.UniqueViolation):
             return None
+        notify(self._observer, appended)
         return after
 
     async def set_link(self, card_id: str, link_hash: str) -> bool:
@@ -399,10 +376,15 @@ class PostgresCardStore:
 
     async def _guarded(self, sql: str, params: tuple[Any, ...], card_id: str, entry: AuditEntry | None) -> bool:
         """One guarded UPDATE and, when it hit the card, its audit row, in one transaction."""
+        appended = []
         async with self._pool.connection() as conn, conn.transaction():
             hit = await (await conn.execute(sql, params)).fetchone() is not None
             if hit and entry is not None:
-                await self._append(conn, card_id, entry)
+                cursor = await conn.execute("SELECT data FROM maya_cards WHERE id = %s", (card_id,))
+                row = await cursor.fetchone()
+                assert row is not None  # the UPDATE above just hit it, in this transaction
+                appended.append(await self._append(conn, Card.model_validate_json(row[0]), entry))
+        notify(self._observer, appended)
         return hit
 
     async def _move(
@@ -449,24 +431,34 @@ class PostgresCardStore:
                 )
                 if await cursor.fetchone() is None:
                     raise _Unmoved
-                await self._append(conn, card_id, entry)
+                appended = [await self._append(conn, after, entry)]
         except _Unmoved:
             return None
+        notify(self._observer, appended)
         return after
 
-    @staticmethod
-    async def _append(conn: psycopg.AsyncConnection[TupleRow], card_id: str, entry: AuditEntry) -> None:
-        await conn.execute(
-            "INSERT INTO maya_audit (card_id, at, event, by, status_code, operation_id, rule, detail) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                card_id,
-                entry.at.astimezone(UTC),
-                entry.event,
-                entry.by,
-                entry.status_code,
-                entry.operation_id,
-                entry.rule,
-                entry.detail,
-            ),
+    async def _append(
+        self, conn: psycopg.AsyncConnection[TupleRow], card: Card, entry: AuditEntry
+    ) -> tuple[AuditEvent, Card]:
+        """Insert ``entry`` as a row of ``card`` (as it is once the row is written), for the observer at commit."""
+        values = (
+            card.id,
+            entry.at.astimezone(UTC),
+            entry.event,
+            entry.by,
+            entry.status_code,
+            entry.operation_id,
+            entry.rule,
+            entry.detail,
+            card.status.value,
+            entry.request_id,
+            self._replica,
         )
+        cursor = await conn.execute(
+            f"INSERT INTO maya_audit ({', '.join(AUDIT_COLUMNS[1:])}) VALUES ({', '.join(['%s'] * len(values))}) "
+            "RETURNING seq",
+            values,
+        )
+        row = await cursor.fetchone()
+        assert row is not None
+        return audit_event((row[0], *values)), card

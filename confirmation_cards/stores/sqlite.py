@@ -19,11 +19,15 @@ from typing import Any
 
 from confirmation_cards.models import AuditEvent, Card, CardApproval, CardStatus
 from confirmation_cards.stores.base import (
+    AUDIT_COLUMNS,
     AuditEntry,
+    AuditObserver,
     Lease,
+    audit_event,
     created_entry,
     lease_of,
     moved,
+    notify,
     timestamp,
     with_approval,
 )
@@ -94,6 +98,14 @@ _MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER approvals_no_delete BEFORE DELETE ON approvals
     BEGIN SELECT RAISE(ABORT, 'approvals are append-only'); END;
     """,
+    # 5: what the audit log's lines carry beyond the row (the card's status after it, Door's request
+    # id, the replica that wrote it), and an index for reading the audit by time.
+    """
+    ALTER TABLE audit ADD COLUMN status TEXT;
+    ALTER TABLE audit ADD COLUMN request_id TEXT;
+    ALTER TABLE audit ADD COLUMN replica TEXT;
+    CREATE INDEX audit_at ON audit (at);
+    """,
 )
 
 
@@ -130,7 +142,14 @@ class SqliteCardStore:
     statements inline, a local file's microseconds, never across an ``await``.
     """
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(
+        self, path: str | Path = ":memory:", *, replica: str | None = None, observer: AuditObserver | None = None
+    ) -> None:
+        """``replica`` is recorded on every audit row this store writes; ``observer`` is handed each
+        row once its transaction has committed (never one that was rolled back), in sequence order."""
+        self._replica = replica
+        self._observer = observer
+        self._appended: list[tuple[AuditEvent, Card]] = []
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         with self._lock:
@@ -182,11 +201,11 @@ class SqliteCardStore:
                         card.target_fingerprint,
                     ),
                 )
-                self._append(card.id, created_entry(card))
+                self._append(card, created_entry(card))
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 raise
-            self._db.execute("COMMIT")
+            self._end(True)
         return card
 
     async def get(self, card_id: str) -> Card | None:
@@ -207,12 +226,20 @@ class SqliteCardStore:
     async def audit(self, card_id: str) -> builtins.list[AuditEvent]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT seq, card_id, at, event, by, status_code, operation_id, rule, detail "
-                "FROM audit WHERE card_id = ? ORDER BY seq",
-                (card_id,),
+                f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit WHERE card_id = ? ORDER BY seq", (card_id,)
             ).fetchall()
-        names = ("seq", "card_id", "at", "event", "by", "status_code", "operation_id", "rule", "detail")
-        return [AuditEvent.model_validate(dict(zip(names, row, strict=True))) for row in rows]
+        return [audit_event(row) for row in rows]
+
+    async def audit_since(self, since: datetime) -> builtins.list[tuple[AuditEvent, Card]]:
+        # ``at`` is UTC ISO 8601 text, which sorts as time does.
+        columns = ", ".join(f"audit.{name}" for name in AUDIT_COLUMNS)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {columns}, cards.data FROM audit JOIN cards ON cards.id = audit.card_id "
+                "WHERE audit.at >= ? ORDER BY audit.seq",
+                (since.astimezone(UTC).isoformat(),),
+            ).fetchall()
+        return [(audit_event(row[:-1]), Card.model_validate_json(row[-1])) for row in rows]
 
     async def transition(
         self,
@@ -229,9 +256,9 @@ class SqliteCardStore:
             try:
                 moved = self._transition(card_id, expected, to, entry, update or {}, live_at)
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 raise
-            self._db.execute("COMMIT" if moved is not None else "ROLLBACK")
+            self._end(moved is not None)
         return moved
 
     async def find_live(
@@ -267,9 +294,9 @@ class SqliteCardStore:
                         (executor, timestamp(until), card_id),
                     )
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 raise
-            self._db.execute("COMMIT" if moved is not None else "ROLLBACK")
+            self._end(moved is not None)
         return moved
 
     async def advance(
@@ -285,11 +312,11 @@ class SqliteCardStore:
                 after = None if row is None else moved(Card.model_validate_json(row[0]), update, CardStatus.EXECUTING)
                 if after is not None:
                     self._db.execute("UPDATE cards SET data = ? WHERE id = ?", (after.model_dump_json(), card_id))
-                    self._append(card_id, entry)
+                    self._append(after, entry)
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 raise
-            self._db.execute("COMMIT" if after is not None else "ROLLBACK")
+            self._end(after is not None)
         return after
 
     async def mark_sending(self, card_id: str, executor: str) -> bool:
@@ -346,13 +373,13 @@ class SqliteCardStore:
                         ),
                     )
                     self._db.execute("UPDATE cards SET data = ? WHERE id = ?", (after.model_dump_json(), card_id))
-                    self._append(card_id, entry)
+                    self._append(after, entry)
             except sqlite3.IntegrityError:
                 after = None  # that person's approval is there already: one per person
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 raise
-            self._db.execute("COMMIT" if after is not None else "ROLLBACK")
+            self._end(after is not None)
         return after
 
     async def set_link(self, card_id: str, link_hash: str) -> bool:
@@ -386,11 +413,12 @@ class SqliteCardStore:
             try:
                 hit = self._db.execute(sql, params).rowcount == 1
                 if hit and entry is not None:
-                    self._append(card_id, entry)
+                    row = self._db.execute("SELECT data FROM cards WHERE id = ?", (card_id,)).fetchone()
+                    self._append(Card.model_validate_json(row[0]), entry)
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 raise
-            self._db.execute("COMMIT" if hit else "ROLLBACK")
+            self._end(hit)
         return hit
 
     async def due(self, now: datetime) -> builtins.list[str]:
@@ -427,21 +455,43 @@ class SqliteCardStore:
         )
         if cursor.rowcount != 1:
             return None
-        self._append(card_id, entry)
+        self._append(after, entry)
         return after
 
-    def _append(self, card_id: str, entry: AuditEntry) -> None:
-        self._db.execute(
-            "INSERT INTO audit (card_id, at, event, by, status_code, operation_id, rule, detail) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                card_id,
-                entry.at.astimezone(UTC).isoformat(),
-                entry.event,
-                entry.by,
-                entry.status_code,
-                entry.operation_id,
-                entry.rule,
-                entry.detail,
-            ),
+    def _append(self, card: Card, entry: AuditEntry) -> None:
+        """Insert ``entry`` as a row of ``card`` (as it is once the row is written); the observer gets it at commit."""
+        values = (
+            card.id,
+            entry.at.astimezone(UTC).isoformat(),
+            entry.event,
+            entry.by,
+            entry.status_code,
+            entry.operation_id,
+            entry.rule,
+            entry.detail,
+            card.status.value,
+            entry.request_id,
+            self._replica,
         )
+        cursor = self._db.execute(
+            f"INSERT INTO audit ({', '.join(AUDIT_COLUMNS[1:])}) VALUES ({', '.join('?' * len(values))})", values
+        )
+        assert cursor.lastrowid is not None
+        self._appended.append((audit_event((cursor.lastrowid, *values)), card))
+
+    def _end(self, commit: bool) -> None:
+        """Commit (then hand the rows to the observer, still under the lock so they leave in order) or roll back."""
+        if not commit:
+            self._rollback()
+            return
+        try:
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._rollback()  # what was appended was not kept, so nobody is told of it
+            raise
+        appended, self._appended = self._appended, []
+        notify(self._observer, appended)
+
+    def _rollback(self) -> None:
+        self._appended = []
+        self._db.execute("ROLLBACK")

@@ -58,14 +58,29 @@ def metadata_routes(resource: str, issuer: str) -> list[Route]:
         resource_name="maya-tools",
     )
     (route,) = routes
+    # Also where a client of /mcp/read-only looks by RFC 9728 §3.1 when it skips WWW-Authenticate's
+    # pointer: the resource is /mcp's (the endpoint is part of it, so the same tokens are for it).
+    read_only = Route(route.path + "/read-only", endpoint=route.endpoint, methods=["GET", "OPTIONS"])
     if route.path == METADATA_PATH:
         return routes
-    return [*routes, Route(METADATA_PATH, endpoint=route.endpoint, methods=["GET", "OPTIONS"])]
+    return [*routes, read_only, Route(METADATA_PATH, endpoint=route.endpoint, methods=["GET", "OPTIONS"])]
 
 
-def protect(app: ASGIApp, *, verifier: TokenVerifier, resource: str, read_tools: Collection[str]) -> ASGIApp:
-    """``app`` behind a verified bearer token of ``resource`` and the scopes its calls need."""
-    guarded = RequireScopes(app, resource=resource, read_tools=read_tools)
+def protect(
+    app: ASGIApp,
+    *,
+    verifier: TokenVerifier,
+    resource: str,
+    read_tools: Collection[str],
+    every_call_reads: bool = False,
+    clients: Collection[str] = (),
+) -> ASGIApp:
+    """``app`` behind a verified bearer token of ``resource``, issued to one of ``clients`` (any when
+    empty), with the scopes its calls need; with ``every_call_reads`` (``/mcp/read-only``, which has
+    no change tool) every call needs ``maya.read`` only, and a change tool is unknown there."""
+    guarded = RequireScopes(
+        app, resource=resource, read_tools=read_tools, every_call_reads=every_call_reads, clients=clients
+    )
     backend = BearerAuthBackend(verifier, resource_server_url=AnyHttpUrl(resource))
     return AuthenticationMiddleware(AuthContextMiddleware(guarded), backend=backend)
 
@@ -87,9 +102,19 @@ def verified_of(scope: Scope) -> VerifiedToken | None:
 class RequireScopes(RequireAuthMiddleware):
     """401 without a verified token, 403 ``insufficient_scope`` without the scope a call needs."""
 
-    def __init__(self, app: ASGIApp, *, resource: str, read_tools: Collection[str]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        resource: str,
+        read_tools: Collection[str],
+        every_call_reads: bool = False,
+        clients: Collection[str] = (),
+    ) -> None:
         super().__init__(app, [], AnyHttpUrl(metadata_url(resource)))
         self.read_tools = frozenset(read_tools)
+        self.every_call_reads = every_call_reads
+        self.clients = frozenset(clients)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -111,6 +136,17 @@ class RequireScopes(RequireAuthMiddleware):
                     send, 401, "", "Sign in: send an OAuth access token for this server as Authorization: Bearer"
                 )
             return
+        client = user.access_token.client_id
+        if self.clients and client not in self.clients:
+            shown = "".join(ch for ch in client[:200] if ch.isprintable() and ch not in '"\\') or "?"
+            await self._send_auth_error(
+                send,
+                403,
+                "access_denied",
+                f"OAuth client {shown} may not use this server (MAYA_OAUTH_CLIENTS names the clients it allows): "
+                "connect with an allowed client, or ask the server's operator to add this one",
+            )
+            return
         held = set(user.scopes)
         if not held & set(SCOPES):
             await self._send_auth_error(
@@ -122,6 +158,8 @@ class RequireScopes(RequireAuthMiddleware):
             return
         receive, body = await read_body(scope, receive)
         for what, needed in needs(body, self.read_tools):
+            if self.every_call_reads:
+                needed = READ  # /mcp/read-only registers no change tool: a call there can change nothing
             if needed not in held:
                 await self._send_auth_error(
                     send, 403, "insufficient_scope", f"{what} needs scope {needed}: sign in again granting it"

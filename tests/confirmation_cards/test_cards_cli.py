@@ -60,9 +60,10 @@ async def test_list_show_and_audit_read_the_store_and_change_nothing(
     assert "status: pending" in shown and "\x1b" not in shown
 
     assert await run(["cards", "--card-store", location, "audit", done.id]) == 0
-    trail = capsys.readouterr().out.splitlines()
+    *trail, total = capsys.readouterr().out.splitlines()
     assert [line.split()[4] for line in trail] == ["created", "approved", "executed"]  # seq, date, time, UTC, event
-    assert "ada (MCP elicitation)" in trail[1] and "status=202" in trail[2]
+    assert total == "3 event(s)."
+    assert "ada (MCP elicitation)" in trail[1] and "door=202" in trail[2]
 
     assert await run(["cards", "--card-store", location, "audit", "card_nothere"]) == 1
     assert "no card 'card_nothere'" in capsys.readouterr().err

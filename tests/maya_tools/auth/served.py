@@ -57,13 +57,14 @@ class Served:
         )
 
     @asynccontextmanager
-    async def mcp(self, token: str, mode: str, **kwargs: Any) -> AsyncIterator[Client]:
-        """An MCP client of ``mode``: "legacy" (2025-11-25) or "modern" (the default, 2026-07-28)."""
+    async def mcp(self, token: str, mode: str, *, path: str = "/mcp", **kwargs: Any) -> AsyncIterator[Client]:
+        """An MCP client of ``mode``: "legacy" (2025-11-25) or "modern" (the default, 2026-07-28), of
+        the endpoint at ``path``."""
         if mode == "legacy":
             kwargs["mode"] = "legacy"
         async with (
             self.http(token) as http,
-            Client(streamable_http_client(RESOURCE, http_client=http), **kwargs) as client,
+            Client(streamable_http_client(PUBLIC_URL + path, http_client=http), **kwargs) as client,
         ):
             yield client
 
@@ -120,7 +121,7 @@ async def served(
     settings = oauth_settings(provider, card_store, **overrides)
     server = build_server(settings, transport="streamable-http", backend=backend, page_url=PUBLIC_URL)
     app = build_app(server, settings, host="127.0.0.1")
-    async with server.session_manager.run():
+    async with app.running():  # what the app's lifespan runs: /mcp's session manager, then /mcp/read-only's
         yield Served(app, server, settings, provider, bearers)
 
 
