@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import secrets
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -149,6 +151,7 @@ def server_env(site: Site, port: int, store: str, key: str, state_key: str) -> d
         "MAYA_REQUEST_STATE_KEY": state_key,
         "MAYA_POLICY": str(site.policy),
         "MAYA_APPROVAL_WEBHOOK_URL": site.receiver.url,
+        "MAYA_AUDIT_LOG": f"{store}.audit.jsonl",  # beside the store: each server its own file
     }
 
 
@@ -351,6 +354,34 @@ async def test_a_prod_change_waits_for_platform_and_runs_once_with_the_requester
 
     door_saw_one_patch_with_adas_token(world, since)
     webhook_told_waiting_and_executed(site, card_id, world.public_url)
+    audit_names_every_event_and_no_secret(world, card_id)
+
+
+def audit_names_every_event_and_no_secret(world: World, card_id: str) -> None:
+    """The audit file and ``cards audit --json`` of the store hold the same lines: the card planned
+    under the rule, pat's approval counted for it, the run and its outcome; no secret the flow handled."""
+    env = {**base_env(), "MAYA_CARD_STORE": str(world.card_store)}
+    printed = subprocess.run(
+        [sys.executable, "-m", "maya_tools.cli", "cards", "audit", "--since", "2000-01-01", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
+    logged = Path(f"{world.card_store}.audit.jsonl").read_text(encoding="utf-8").splitlines()
+    mine = [json.loads(line) for line in logged if json.loads(line)["card_id"] == card_id]
+    assert [line for line in printed if json.loads(line)["card_id"] == card_id] == [
+        line for line in logged if json.loads(line)["card_id"] == card_id
+    ]
+    events = [line["event"] for line in mine]
+    assert events[0] == "created" and "approval" in events and events[-1] == "executed", events
+    approval = next(line for line in mine if line["event"] == "approval")
+    assert approval["rule"] == "prod-four-eyes" and "pat" in approval["by"], approval
+    assert all(line["rules"] == ["prod-four-eyes"] for line in mine), mine
+    text = "\n".join(logged + printed)
+    assert not any(secret in text for secret in (*DOOR_TOKENS.values(), SERVER_CLIENT_SECRET, world.key)), text
+    assert "/approve/" not in text, text
 
 
 async def test_a_decline_by_a_platform_approver_ends_the_card_and_tells_the_webhook(site: Site, world: World) -> None:
