@@ -32,7 +32,14 @@ from typing import Final
 
 import httpx2
 
-__all__ = ["field_values", "http_date", "parse_date_header", "parse_retry_after", "retry_after_value", "seconds_between"]
+__all__ = [
+    "field_values",
+    "http_date",
+    "parse_date_header",
+    "parse_retry_after",
+    "retry_after_value",
+    "seconds_between",
+]
 
 DELTA_SECONDS_CEILING: Final = 2**31
 """RFC 9110 §1.2.1: a delta-seconds value beyond what a recipient can represent counts as 2^31."""

@@ -35,12 +35,10 @@ from backend_client._constants import (
     KEY_IN_FLIGHT_WAIT,
     USER_AGENT,
 )
-from backend_client._http_dates import parse_date_header
 from backend_client._operations import ProgressCallback, follow_operation
 from backend_client._parse import parse, parse_with
 from backend_client._retry import (
     REPLAY_SAFE_METHODS,
-    fresh_poll_delay,
     is_ambiguous,
     is_retryable,
     replay_safe,
@@ -69,7 +67,7 @@ from backend_client.models import (
     PublicNodePoolCreateRequest,
     PublicNodePoolPatchRequest,
 )
-from backend_client.nodes import NodePage, freshness_of, node_page
+from backend_client.node_counts import NodePage
 from backend_client.tls import verifying_tls
 
 __all__ = ["DoorClient"]
@@ -283,28 +281,20 @@ class DoorClient:
     ) -> NodePage:
         """As ``list_nodes``, but only ``limit`` workers from ``offset`` are parsed into models; every worker
         is counted by pool and status (``NodePage.counts``; ``pools``, the cluster's names, count faster)."""
+        from backend_client.nodes import node_page
+
         response = await self._read_nodes(cluster_id, pool, fresh, fresh_timeout)
         return parse_with(response, "NodeList", lambda body: node_page(body, offset=offset, limit=limit, pools=pools))
 
     async def _read_nodes(
         self, cluster_id: str, pool: str | None, fresh: bool, fresh_timeout: float
     ) -> httpx2.Response:
+        from backend_client.nodes import read_nodes  # msgspec and its decoders load on the first node list
+
         path = paths.nodes(cluster_id, pool)
-        started = anyio.current_time()
-        waited = 0.0
-        while True:
-            response = await self._request("GET", path)
-            if not fresh:
-                return response
-            flags = parse_with(response, "NodeList", freshness_of)
-            if flags[0]:
-                return response
-            remaining = fresh_timeout - max(waited, anyio.current_time() - started)
-            if remaining <= 0:
-                return response
-            delay = min(fresh_poll_delay(flags[1], parse_date_header(response.headers)), remaining)
-            await self._sleep(delay)
-            waited += delay
+        return await read_nodes(
+            lambda: self._request("GET", path), self._sleep, fresh=fresh, fresh_timeout=fresh_timeout
+        )
 
     async def replace_node(
         self, cluster_id: str, node_name: str, *, idempotency_key: str | None = None

@@ -20,15 +20,22 @@ import functools
 import json
 import re
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from itertools import groupby
 from typing import Any, Literal
 
+import anyio
+import httpx2
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import TypeAdapter
 
+from backend_client._http_dates import parse_date_header
+from backend_client._operations import Sleep
+from backend_client._parse import parse_with
+from backend_client._retry import fresh_poll_delay
 from backend_client.models import Node, NodeList, NodeStatus
+from backend_client.node_counts import NodePage, PoolStatusCount
 
 _NODES = TypeAdapter(list[Node])
 
@@ -112,40 +119,6 @@ def _not_a_node_list(body: bytes, error: msgspec.DecodeError) -> ValueError:
     if "items" not in top or not bytes(top["items"]).startswith(b"["):
         return ValueError("not a node list: no items array")
     return ValueError(f"not a node list: an item is not a worker ({error})")
-
-
-class PoolStatusCount(BaseModel):
-    """How many workers of one pool are in one status."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    pool: str | None
-    status: str
-    count: int
-
-
-class NodePage(BaseModel):
-    """R-NODE-01..04 as one page: the snapshot's freshness and counts, and ``items[offset:offset+limit]``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    cluster_id: str
-    total: int = Field(description="Workers in the whole snapshot (every page).")
-    cold: bool
-    stale: bool
-    next_refresh_at: datetime | None
-    counts: list[PoolStatusCount] = Field(description="Every worker of the snapshot, counted by pool and status.")
-    items: list[Node]
-    offset: int
-
-    @property
-    def fresh(self) -> bool:
-        return not self.cold and not self.stale
-
-    @property
-    def next_offset(self) -> int | None:
-        after = self.offset + len(self.items)
-        return after if after < self.total else None
 
 
 @functools.lru_cache(maxsize=16)
@@ -315,6 +288,29 @@ def node_page(content: bytes, *, offset: int = 0, limit: int | None = None, pool
     )
 
 
+async def read_nodes(
+    get: Callable[[], Awaitable[httpx2.Response]], sleep: Sleep, *, fresh: bool, fresh_timeout: float
+) -> httpx2.Response:
+    """A node list response (``get``); with ``fresh``, read again after its ``next_refresh_at`` (measured on
+    the server's clock, bounded by ``FRESH_POLL_MIN``/``FRESH_POLL_MAX``) until the snapshot is fresh or
+    ``fresh_timeout`` seconds have passed, when the last one is returned as it is (R-NODE-03/04)."""
+    started = anyio.current_time()
+    waited = 0.0
+    while True:
+        response = await get()
+        if not fresh:
+            return response
+        is_fresh, next_refresh_at = parse_with(response, "NodeList", freshness_of)
+        if is_fresh:
+            return response
+        remaining = fresh_timeout - max(waited, anyio.current_time() - started)
+        if remaining <= 0:
+            return response
+        delay = min(fresh_poll_delay(next_refresh_at, parse_date_header(response.headers)), remaining)
+        await sleep(delay)
+        waited += delay
+
+
 def freshness_of(content: bytes) -> tuple[bool, datetime | None]:
     """Whether a node list body is fresh (neither cold nor stale), and its ``next_refresh_at``."""
     try:
@@ -324,4 +320,4 @@ def freshness_of(content: bytes) -> tuple[bool, datetime | None]:
     return envelope.fresh, envelope.next_refresh_at
 
 
-__all__ = ["NodePage", "PoolStatusCount", "freshness_of", "node_page"]
+__all__ = ["NodePage", "PoolStatusCount", "freshness_of", "node_page", "read_nodes"]

@@ -56,7 +56,6 @@ from confirmation_cards.models import AuditKind, Card, CardResult, CardStatus, S
 from confirmation_cards.owners import FixedDoor, NoCredential, NoDoor, Owners, current_door
 from confirmation_cards.planner import utc_now
 from confirmation_cards.plans import PLAN_STEP_TIMEOUT, PlanRunner, Progress
-from confirmation_cards.policy import policy_digest
 from confirmation_cards.roles import RoleMemory
 from confirmation_cards.settling import ORPHAN_SETTLE_WINDOW, Settling
 from confirmation_cards.stores import AuditEntry, CardStore
@@ -238,6 +237,8 @@ class ApprovalService(Settling):
         """Claim a pending card once and carry it out as its owner."""
         pending = await self._require(card_id)
         if pending.status is CardStatus.PENDING and pending.policy is not None:
+            from confirmation_cards.policy import policy_digest  # loaded where a card carries a policy
+
             policy = pending.policy
             if policy_digest(policy.rules, policy.requirements) != policy.digest or outstanding(pending):
                 # The policy on the card is not the one it was planned with, or it is not met: never execute.

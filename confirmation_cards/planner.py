@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import JsonValue, ValidationError
 
@@ -37,7 +37,6 @@ from confirmation_cards.models import (
     FieldChange,
     request_digest,
 )
-from confirmation_cards.policy import Policy, apply
 from confirmation_cards.roles import RoleMemory
 from confirmation_cards.targets import DRAINING, fingerprint, node_snapshot, pool_snapshot
 from confirmation_cards.warnings import (
@@ -51,6 +50,9 @@ from confirmation_cards.warnings import (
     scale_down_warning,
     unlisted_node_warning,
 )
+
+if TYPE_CHECKING:
+    from confirmation_cards.policy import Policy
 
 T = TypeVar("T")
 
@@ -443,6 +445,10 @@ class Planner:
     def with_policy(self, card: Card, cluster: Cluster) -> Card:
         """The team's policy applied to a planned card (``confirmation_cards.policy``): a deny or a broken
         limit raises ``PreflightError`` before the card exists; else the card carries the rules that applied."""
+        if self._policy is None:
+            return card
+        from confirmation_cards.policy import apply  # the policy file's models load with MAYA_POLICY only
+
         return apply(self._policy, card, cluster.tags, self._client)
 
 

@@ -38,6 +38,7 @@ class Server(Protocol):
 
     def door_with(self, token: str) -> DoorClient: ...
 
+
 logger = logging.getLogger("maya_tools")
 
 CALLERS_KEPT = 10_000

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, StrictStr
 from backend_client import models
 from backend_client._constants import DEFAULT_FRESH_TIMEOUT
 from backend_client.errors import OperationFailed
-from backend_client.nodes import NodePage
+from backend_client.node_counts import NodePage
 from confirmation_cards.planner import NODES_FRESH_TIMEOUT
 from confirmation_cards.plans import PLAN_POLL
 from confirmation_cards.render import clean_text, environment, one_line
@@ -203,9 +203,7 @@ def register(mcp: MCPServer[Any]) -> None:
         with door_errors():
             found = await door.resolve_cluster(cluster)
             pools = [p.name for p in found.node_pools]
-            nodes = await door.node_page(
-                found.id, pool, offset=offset, limit=limit, fresh=wait_for_fresh, pools=pools
-            )
+            nodes = await door.node_page(found.id, pool, offset=offset, limit=limit, fresh=wait_for_fresh, pools=pools)
             if nodes.cold and not wait_for_fresh:
                 # R-NODE-03: a cold read has no items, which is not "0 workers". Wait for the refresh it
                 # queued, as long as the planner waits, and say "not known yet" if it does not land.

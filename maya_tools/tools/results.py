@@ -20,7 +20,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend_client import models
-from backend_client.nodes import PoolStatusCount
+from backend_client.node_counts import PoolStatusCount
 from confirmation_cards.render import MESSAGE_LIMIT, clean_text, when
 
 # At most this many pool lines in a text; the rest are counted, and are in structuredContent.

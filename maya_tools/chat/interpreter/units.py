@@ -16,7 +16,9 @@ from typing import Literal
 
 from maya_tools.chat.interpreter.names import World
 
-Unit = Literal["gib", "mib", "tib", "vcpu", "ghz", "usd", "eur", "gbp", "pct", "ms", "sec", "min", "hour", "day", "rate"]
+Unit = Literal[
+    "gib", "mib", "tib", "vcpu", "ghz", "usd", "eur", "gbp", "pct", "ms", "sec", "min", "hour", "day", "rate"
+]
 
 # Each unit as people write it, longest spelling first; the canonical name is what the token carries.
 _SPELLINGS: tuple[tuple[Unit, str], ...] = (
@@ -87,9 +89,7 @@ def spec_tiers(text: str, world: World) -> tuple[str, ...] | None:
     if not (memory or vcpu):
         return None
     return tuple(
-        t
-        for t, i in world.tiers.items()
-        if all(i.memory_gib == m for m in memory) and all(i.vcpu == v for v in vcpu)
+        t for t, i in world.tiers.items() if all(i.memory_gib == m for m in memory) and all(i.vcpu == v for v in vcpu)
     )
 
 
@@ -100,8 +100,20 @@ def said_amounts(text: str) -> str:
 
 
 _SHOWN: dict[str, str] = {
-    "gib": "GiB", "mib": "MiB", "tib": "TiB", "vcpu": "vCPU", "ghz": "GHz", "usd": "dollars", "eur": "euros",
-    "gbp": "pounds", "pct": "%", "ms": "ms", "sec": "seconds", "min": "minutes", "hour": "hours", "day": "days",
+    "gib": "GiB",
+    "mib": "MiB",
+    "tib": "TiB",
+    "vcpu": "vCPU",
+    "ghz": "GHz",
+    "usd": "dollars",
+    "eur": "euros",
+    "gbp": "pounds",
+    "pct": "%",
+    "ms": "ms",
+    "sec": "seconds",
+    "min": "minutes",
+    "hour": "hours",
+    "day": "days",
     "rate": "per hour",
 }
 
@@ -116,4 +128,3 @@ def unit_of(text: str, value: int) -> str | None:
 
 def _whole(value: float) -> str:
     return str(int(value)) if value == int(value) else str(value)
-
