@@ -167,7 +167,12 @@ class OpenIDProvider:
                     self.metadata = response.json()
                 return response.status_code == 200
 
-            wait_until(served, f"oidc-provider's discovery document at {discovery}")
+            try:
+                # A provider that exits fails at once (served() reads its exit status); one that is
+                # alive but slow to start on a loaded machine is given time.
+                wait_until(served, f"oidc-provider's discovery document at {discovery}", timeout=90)
+            except AssertionError as error:
+                raise AssertionError(f"{error}; its log:\n{self.logged()}") from None
 
     def stop(self) -> None:
         process, self._process = self._process, None
