@@ -189,6 +189,7 @@ def requester_of(card: Card) -> Approver:
         principal=card.principal or "",
         issuer=owner.issuer if owner is not None else None,
         subject=owner.subject if owner is not None else None,
+        name=owner.name if owner is not None else None,
     )
 
 

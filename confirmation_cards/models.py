@@ -146,6 +146,9 @@ class CardOwner(_Own):
 
     issuer: str
     subject: str
+    name: str | None = None
+    """Their readable name from the access token's verified claims (``MAYA_OAUTH_NAME_CLAIM``), for the
+    approvers' review page and webhook; never used to find their credential or to decide anything."""
 
 
 class Requirement(_Own):

@@ -170,7 +170,7 @@ class Runtime:
         if not self.oauth:
             return None
         person = self.person(ctx)
-        return CardOwner(issuer=person.issuer, subject=person.subject)
+        return CardOwner(issuer=person.issuer, subject=person.subject, name=person.name)
 
     def person(self, ctx: Context[Any, Any]) -> Principal:
         """With OAuth, the verified person of this request (issuer + ``sub``, from the access token)."""

@@ -279,7 +279,8 @@ async def approved_by_platform(world: World, card_id: str) -> str:
         for shown in (listed, page):  # never cached, never framed, nothing loaded from elsewhere
             assert shown.headers["cache-control"] == "no-store", shown.headers
             assert "frame-ancestors 'none'" in shown.headers["content-security-policy"], shown.headers
-        assert "Asked by sub admin" in page.text and "prod-four-eyes" in page.text and "Request digest" in page.text
+        # the requester by the readable name of their verified claims (defanged on pages), then their sub
+        assert "Asked by admin[@]door[.]test (sub admin" in page.text and "prod-four-eyes" in page.text and "Request digest" in page.text
         token = csrf_of(page)
         url = browser.url(f"/cards/{card_id}")
         form = {"csrf": token, "decision": "approve"}
@@ -330,6 +331,7 @@ def webhook_told_waiting_and_executed(site: Site, card_id: str, public_url: str)
         assert body["url"] == f"{public_url}/cards/{card_id}" and body["rules"] == ["prod-four-eyes"], body
         assert (body["cluster"], body["pool"], body["action"]) == ("payments-prod", "workers", "scale"), body
     assert waiting["status"] == "pending" and "needs 1 approval from platform" in waiting["waiting_for"], waiting
+    assert f"asked by {ADA.email} (sub admin" in waiting["text"] and f"asked by {ADA.email}" in decided["text"], waiting
     assert decided["status"] == "executed" and decided["approved_by"] == [f"{PAT.email} (sub pat, {pat_key(site)})"], (
         decided
     )
