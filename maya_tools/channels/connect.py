@@ -198,7 +198,7 @@ async def ask_to_connect(
     message = MESSAGE_AGAIN if missing.refused else MESSAGE
     params = ElicitRequestURLParams(message=message, url=link, elicitation_id=request_id)
     if not rides_input_required(ctx):
-        tell_when_connected(runtime, ctx, request_id)  # notifications/elicitation/complete, once connected
+        tell_when_connected(runtime, ctx, request_id, person.key)  # elicitation/complete, once connected
         raise UrlElicitationRequiredError([params], "Connect your Door account first (URL elicitation required)")
     state = json.dumps({_STATE_FIELD: request_id}, separators=(",", ":"))
     return InputRequiredResult(input_requests={CONNECT_KEY: ElicitRequest(params=params)}, request_state=state)
@@ -207,9 +207,16 @@ async def ask_to_connect(
 # --- after the link was opened (channels.link_wait says why and cites the specification) -----------
 
 
-def tell_when_connected(runtime: Runtime, ctx: Context[Any, Any], request_id: str) -> None:
+WATCHED_PER_PERSON = 4
+"""Connect links of one person watched at once (2025-11-25): a client that calls again and again
+without a Door token starts a watch each time, each for the link's 15 minutes; past this many, the
+oldest stops (``LinkSignals.watcher``)."""
+
+
+def tell_when_connected(runtime: Runtime, ctx: Context[Any, Any], request_id: str, person: str) -> None:
     """2025-11-25, after ``-32042``: once the person stored their token through ``request_id``'s link
-    (within the link's life), send ``notifications/elicitation/complete`` so the client retries."""
+    (within the link's life), send ``notifications/elicitation/complete`` so the client retries. At
+    most ``WATCHED_PER_PERSON`` of ``person``'s links are watched at once, the newest."""
     requests = runtime.connect_requests
     if runtime.group is None or requests is None:
         return
@@ -222,11 +229,12 @@ def tell_when_connected(runtime: Runtime, ctx: Context[Any, Any], request_id: st
         from maya_tools.auth.connect_requests import SECONDS  # the link's life; loaded with OAuth only
 
         try:
-            deadline = anyio.current_time() + SECONDS
-            if await wait_for(
-                runtime.links, request_id, connected, deadline=deadline, seconds=SECONDS, what="/connect"
-            ):
-                await session.send_elicit_complete(request_id)
+            with runtime.links.watcher(person, WATCHED_PER_PERSON):
+                deadline = anyio.current_time() + SECONDS
+                if await wait_for(
+                    runtime.links, request_id, connected, deadline=deadline, seconds=SECONDS, what="/connect"
+                ):
+                    await session.send_elicit_complete(request_id)
         except Exception:  # the client may be gone; the server's task group must go on
             logger.info("Could not tell the client that connect request %s completed.", request_id, exc_info=True)
 

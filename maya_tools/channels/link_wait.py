@@ -28,7 +28,9 @@ so a client that resets its timeout on progress keeps the call open.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import anyio
@@ -46,6 +48,29 @@ class LinkSignals:
 
     def __init__(self) -> None:
         self._events: dict[str, tuple[anyio.Event, int]] = {}
+        self._watchers: dict[str, deque[anyio.CancelScope]] = {}
+
+    @contextmanager
+    def watcher(self, person: str, limit: int) -> Iterator[anyio.CancelScope]:
+        """A cancel scope for one more background watch of ``person``'s links, entered for its life;
+        past ``limit`` of theirs at once, the oldest is cancelled: its link still works, only its
+        client hears nothing when it completes (the person opens the newest link their client shows)."""
+        scopes = self._watchers.setdefault(person, deque())
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            while len(scopes) > limit:
+                scopes.popleft().cancel()
+            try:
+                yield scope
+            finally:
+                if scope in scopes:
+                    scopes.remove(scope)
+                if not scopes:
+                    self._watchers.pop(person, None)
+
+    def watched(self, person: str) -> int:
+        """How many background watches of ``person``'s links run now."""
+        return len(self._watchers.get(person, ()))
 
     def settled(self, key: str) -> None:
         """Wake whoever waits on ``key``: the page decided, or the person connected."""

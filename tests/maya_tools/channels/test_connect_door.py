@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
+import anyio.lowlevel
 import httpx2
 import pytest
 from mcp import Client
@@ -440,6 +441,45 @@ async def test_2025_11_25_the_client_hears_elicitation_complete_once_the_person_
             listed = await client.call_tool(*READ)
     assert completed == [asked["elicitationId"]]
     assert not listed.is_error and "workers" in str(listed.content)
+
+
+async def test_2025_11_25_only_the_newest_connect_links_of_a_person_are_watched(
+    wiring: OAuthWiring, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that calls again and again without a Door token gets a link each time, and each was
+    watched for its 15 minutes; now at most ``WATCHED_PER_PERSON`` of one person's are, the newest:
+    connecting through the newest link is still heard, the oldest links still connect but are not."""
+    monkeypatch.setattr(link_wait, "POLL_SECONDS", 600.0)
+    completed: list[str] = []
+    heard = anyio.Event()
+
+    async def notified(message: Any) -> None:
+        if isinstance(message, ElicitCompleteNotification):
+            completed.append(message.params.elicitation_id)
+            heard.set()
+
+    limit = connect_module.WATCHED_PER_PERSON
+    with anyio.fail_after(30):
+        async with (
+            wiring.signed_in(ADMIN),
+            UrlOnly(wiring.server, mode="legacy", message_handler=notified) as client,  # type: ignore[call-arg]
+        ):
+            asked = []
+            for _ in range(limit + 2):
+                with pytest.raises(MCPError) as refused:
+                    await client.call_tool(*READ)
+                asked += (refused.value.error.data or {})["elicitations"]
+            runtime = wiring.runtime
+            assert runtime is not None
+            person = next(iter(runtime.links._watchers))
+            for _ in range(100):  # the watches are tasks of the server's group: let them start and settle
+                if runtime.links.watched(person) == limit and runtime.links.waiting == limit:
+                    break
+                await anyio.lowlevel.checkpoint()
+            assert (runtime.links.watched(person), runtime.links.waiting) == (limit, limit)
+            await wiring.connect_in_browser(ADMIN, asked[-1]["url"], tokens["admin"])
+            await heard.wait()
+    assert completed == [asked[-1]["elicitationId"]]
 
 
 # --- an Apps-only host (Claude, ChatGPT): the card view opens /connect --------------------------
