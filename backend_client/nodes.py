@@ -199,31 +199,52 @@ def _walked_page(content: bytes, offset: int, end: int, counted: Sequence[_Known
     size = _FIRST_READ
     while True:
         # The front of the body as text, a partial character at the cut held back; doubled until the
-        # page's end is inside it (a worker cut at the end fails to parse, which reads more).
-        text = codecs.getincrementaldecoder("utf-8")().decode(content[:size], final=size >= len(content))
+        # page's end is inside it (a read that ends before the page does raises _Cut, which reads more).
+        whole = size >= len(content)
         try:
-            return _walk(text, offset, end, counted)
-        except (ValueError, RecursionError, AttributeError):
-            if size >= len(content):
-                return None
+            text = codecs.getincrementaldecoder("utf-8")().decode(content[:size], final=whole)
+            return _walk(text, offset, end, counted, whole=whole)
+        except _Cut:
             size *= 2
+        except (ValueError, RecursionError, AttributeError):  # not UTF-8, not a list of objects: the raw pass
+            return None
 
 
-def _walk(text: str, offset: int, end: int, counted: Sequence[_Known | _Counted]) -> list[str] | None:
-    at = _walk_to_items(text)
+class _Cut(Exception):
+    """The text read so far ends before the page does."""
+
+
+def _walk(text: str, offset: int, end: int, counted: Sequence[_Known | _Counted], *, whole: bool) -> list[str] | None:
+    try:
+        at = _walk_to_items(text)
+    except (ValueError, RecursionError):
+        if whole:
+            raise
+        raise _Cut from None  # an envelope value, or the items key, past the text read so far
+    if at >= len(text) and not whole:
+        raise _Cut
     if text[at : at + 1] != "[":
         return None
     at += 1
     shown: list[str] = []
     for index in range(end):
         start = at = _space(text, at)
-        worker, at = _SCANNER.raw_decode(text, at)
+        try:
+            worker, at = _SCANNER.raw_decode(text, at)
+        except ValueError:
+            if whole:
+                raise
+            raise _Cut from None  # a worker cut by the end of the text read so far
         if index >= offset:
             expected = counted[index]
             if worker.get("pool") != expected.pool or worker.get("status", "None") != expected.status:
                 return None
             shown.append(text[start:at])
+        if index == end - 1:
+            break
         at = _space(text, at)
+        if at >= len(text) and not whole:
+            raise _Cut  # the read ends right after a worker: what follows it is not known yet
         if text[at : at + 1] != ",":
             break
         at += 1

@@ -163,3 +163,32 @@ def test_counting_by_runs_counts_what_counting_each_worker_does(runs: list[Any],
     )
     for counted in (grouped, mixed):
         assert nodes._tally(counted) == Counter(counted)
+
+
+def test_a_first_read_that_ends_exactly_after_a_worker_or_before_the_list_reads_on() -> None:
+    """The first read may end right after a worker's ``}`` or right after ``"items":``: both read more
+    and find the page by walking (not by the raw pass)."""
+
+    def after_a_worker(pad: int) -> tuple[bytes, int]:
+        head, first = f'{{{ENVELOPE}, "items": [', worker("first", note="x" * pad)
+        return f"{head}{first}, {worker('second')}]}}".encode(), len(head) + len(first)
+
+    def before_the_list(pad: int) -> tuple[bytes, int]:
+        head = f'{{{ENVELOPE}, "pad": "{"x" * pad}", "items": '
+        return f"{head}[{worker('first')}, {worker('second')}]}}".encode(), len(head)
+
+    for made in (after_a_worker, before_the_list):
+        pad = nodes._FIRST_READ - made(0)[1]  # each padding character moves the cut by one byte
+        content, cut = made(pad)
+        assert cut == nodes._FIRST_READ and content[cut - 1 : cut] in (b"}", b" "), made.__name__
+        counted = nodes._count(content, ()).items
+        shown = nodes._walked_page(content, 0, 2, counted)
+        assert shown is not None and [json.loads(s)["name"] for s in shown] == ["first", "second"], made.__name__
+
+
+def test_a_shown_worker_that_is_not_utf_8_is_refused_as_before() -> None:
+    """msgspec's count skips the name without reading it; the walk cannot read the text and leaves the
+    page to the raw pass, whose validation refuses it, as before the walk."""
+    content = f'{{{ENVELOPE}, "items": [{worker("a")}]}}'.encode().replace(b'"a"', b'"\xff"')
+    with pytest.raises(ValueError, match="Invalid JSON"):
+        node_page(content, limit=5)
