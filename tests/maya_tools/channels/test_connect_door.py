@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -413,12 +413,9 @@ async def test_2026_07_28_a_retry_that_opened_the_link_waits_for_the_person_and_
     assert tokens["admin"] not in listed.model_dump_json()
 
 
-async def test_2025_11_25_the_client_hears_elicitation_complete_once_the_person_connected(
-    wiring: OAuthWiring, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After ``-32042`` the server tells the client, by ``notifications/elicitation/complete`` with the
-    link's id, that the person connected; the client's retry then runs."""
-    monkeypatch.setattr(link_wait, "POLL_SECONDS", 600.0)
+def completions() -> tuple[list[str], anyio.Event, Callable[[Any], Awaitable[None]]]:
+    """The ids of the ``notifications/elicitation/complete`` a client hears, an event set at the first,
+    and the client's message handler that records them."""
     completed: list[str] = []
     heard = anyio.Event()
 
@@ -426,6 +423,17 @@ async def test_2025_11_25_the_client_hears_elicitation_complete_once_the_person_
         if isinstance(message, ElicitCompleteNotification):
             completed.append(message.params.elicitation_id)
             heard.set()
+
+    return completed, heard, notified
+
+
+async def test_2025_11_25_the_client_hears_elicitation_complete_once_the_person_connected(
+    wiring: OAuthWiring, tokens: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After ``-32042`` the server tells the client, by ``notifications/elicitation/complete`` with the
+    link's id, that the person connected; the client's retry then runs."""
+    monkeypatch.setattr(link_wait, "POLL_SECONDS", 600.0)
+    completed, heard, notified = completions()
 
     with anyio.fail_after(30):
         async with (
@@ -450,13 +458,7 @@ async def test_2025_11_25_only_the_newest_connect_links_of_a_person_are_watched(
     watched for its 15 minutes; now at most ``WATCHED_PER_PERSON`` of one person's are, the newest:
     connecting through the newest link is still heard, the oldest links still connect but are not."""
     monkeypatch.setattr(link_wait, "POLL_SECONDS", 600.0)
-    completed: list[str] = []
-    heard = anyio.Event()
-
-    async def notified(message: Any) -> None:
-        if isinstance(message, ElicitCompleteNotification):
-            completed.append(message.params.elicitation_id)
-            heard.set()
+    completed, heard, notified = completions()
 
     limit = connect_module.WATCHED_PER_PERSON
     with anyio.fail_after(30):
